@@ -1,0 +1,173 @@
+"""The ``edge-translator`` command: translate, export, and build test models.
+
+Exit codes: 0 success; 1 unexpected error; 2 bad command-line usage; 3 missing or
+corrupt model bundle; 4 unusable input (for example invalid UTF-8); 5 export failed;
+6 an optional dependency is missing; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .core.errors import EdgeTranslatorError, InputError
+
+logger = logging.getLogger(__name__)
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"standard input is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+            "convert it first, e.g. `iconv -f latin1 -t utf-8`"
+        ) from None
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """Translate TEXT arguments, or standard input with ``-``."""
+    from .core.translator import TranslateOptions, Translator, render
+
+    if args.text == ["-"] or (not args.text and not sys.stdin.isatty()):
+        text = _read_stdin()
+    elif not args.text:
+        raise InputError("nothing to translate: give TEXT, or - to read standard input")
+    else:
+        text = " ".join(args.text)
+    options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length)
+    translator = Translator.load(args.model, threads=args.threads)
+    if args.target and args.target not in translator.bundle.targets:
+        raise InputError(f"--target {args.target} is not offered by this model; choose one of "
+                         f"{', '.join(sorted(translator.bundle.targets))}")
+    out = sys.stdout
+    for piece in render(translator.translate_iter(text, options)):
+        out.write(piece)
+        out.flush()
+    if text and not text.endswith("\n"):
+        out.write("\n")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a Hugging Face MarianMT model into a bundle."""
+    from .toolchain.export import ExportOptions, export
+    from .toolchain.quantize import QuantizeOptions
+
+    if args.quantize == "none":
+        quant = QuantizeOptions(mode="none")
+    else:
+        op_types = tuple(t.strip() for t in args.op_types.split(",") if t.strip())
+        quant = QuantizeOptions(
+            mode="static" if args.calibrate else "dynamic", per_channel=args.per_channel,
+            op_types=op_types, exclude_nodes=tuple(args.exclude_nodes or ()),
+            calibration=Path(args.calibrate) if args.calibrate else None,
+        )
+    if args.calibrate and not Path(args.calibrate).is_file():
+        raise InputError(f"calibration file {args.calibrate} does not exist")
+    out = export(args.src, args.out, ExportOptions(quantize=quant, force=args.force, name=args.name))
+    _print_summary(out)
+    return 0
+
+
+def _print_summary(out: Path) -> None:
+    from .core.bundle import load_bundle
+
+    bundle = load_bundle(out)
+    size = sum(r["size"] for r in bundle.manifest["files"].values())
+    validation = bundle.manifest.get("validation", {})
+    print(f"wrote {out} ({size / 1e6:.1f} MB, quantization {bundle.quantization['mode']})")
+    parity = validation.get("fp32_parity")
+    if parity:
+        print(f"FP32 vs PyTorch: max |logit diff| {parity['max_abs_logit_diff']:.2e} "
+              f"over {parity['sentences']} sentences")
+    agreement = validation.get("int8_agreement")
+    if agreement:
+        print(f"INT8 vs FP32 greedy: {agreement['identical']}/{agreement['sentences']} sentences identical, "
+              f"token agreement {agreement['token_agreement']:.1%}")
+
+
+def cmd_test_model(args: argparse.Namespace) -> int:
+    """Build a random Marian model for tests or benchmarks."""
+    from .toolchain import testmodels
+
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.force:
+        raise InputError(f"{out} already exists; pass --force to overwrite it")
+    if args.kind == "tiny":
+        testmodels.build_tiny(out, seed=args.seed)
+    else:
+        testmodels.build_full(out, args.reference, seed=args.seed)
+    print(f"wrote {args.kind} Marian model to {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``edge-translator`` command."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="edge-translator", description="Offline English→Chinese translation.",
+                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"edge-translator {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tr = sub.add_parser("translate", help="translate text (arguments, or stdin with -)")
+    tr.add_argument("text", nargs="*", help="text to translate; '-' or nothing reads standard input")
+    tr.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, then the embedded model)")
+    tr.add_argument("--target", help="zh-Hans (default) or zh-Hant")
+    tr.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
+    tr.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
+    tr.add_argument("--max-length", type=int, help="most new tokens per sentence (default: automatic)")
+    tr.set_defaults(func=cmd_translate)
+
+    ex = sub.add_parser("export", help="export a Hugging Face MarianMT model into a bundle")
+    ex.add_argument("src", help="local Hugging Face MarianMT directory (or hub id, when online)")
+    ex.add_argument("out", help="bundle directory to write")
+    ex.add_argument("--quantize", choices=("int8", "none"), default="int8", help="weight type (default int8)")
+    ex.add_argument("--calibrate", metavar="FILE", help="static INT8 (QDQ) calibrated on these English lines")
+    ex.add_argument("--per-channel", action=argparse.BooleanOptionalAction, default=True,
+                    help="one INT8 scale per output channel (default on)")
+    ex.add_argument("--op-types", default="MatMul,Gather", help="operator types to quantize (MatMul,Gather)")
+    ex.add_argument("--exclude-nodes", nargs="+", metavar="NODE", help="node names to keep in float32")
+    ex.add_argument("--name", help="model name recorded in bundle.json")
+    ex.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    ex.set_defaults(func=cmd_export)
+
+    tm = sub.add_parser("test-model", help="build a random Marian model (tiny, or full opus-mt-en-zh shape)")
+    tm.add_argument("kind", choices=("tiny", "full"))
+    tm.add_argument("out")
+    tm.add_argument("--reference", default="../shared/reference/opus-mt-en-zh",
+                    help="directory with the real model's config.json (for 'full')")
+    tm.add_argument("--seed", type=int, default=0)
+    tm.add_argument("--force", action="store_true")
+    tm.set_defaults(func=cmd_test_model)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; errors become one line on stderr and an exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except EdgeTranslatorError as exc:
+        print(f"edge-translator: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except ValueError as exc:
+        print(f"edge-translator: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("edge-translator: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Encoder-decoder inference on ONNX Runtime: KV-cached greedy decoding in batches.
+
+The encoder runs once per batch and yields every decoder layer's cross-attention K/V.
+Each decoder step feeds one new token per row with the self-attention K/V so far
+(empty at the first step) and gets back the logits and the grown K/V. The pad logit is
+masked, as the model's ``bad_words_ids`` require, and a finished row leaves the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .bundle import Bundle
+from .errors import BundleError
+from .sessions import create_session
+
+logger = logging.getLogger(__name__)
+
+#: Why a row stopped: it produced ``</s>``, reached its length limit, or looped.
+EOS, LENGTH, REPETITION = "eos", "length", "repetition"
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """The decoded ids of one source and why decoding stopped."""
+
+    ids: tuple[int, ...]
+    """Output ids, without the decoder start id and without ``</s>``."""
+    stop: str
+    """``"eos"``, ``"length"`` or ``"repetition"``."""
+
+
+@dataclass(frozen=True)
+class RepetitionGuard:
+    """Stops a row whose output ends in one n-gram repeated many times."""
+
+    max_ngram: int = 4
+    """Longest repeated unit that is looked for, in tokens."""
+    min_span: int = 12
+    """A loop must cover at least this many tokens (and at least 3 repeats) to stop a row."""
+
+    def loop_start(self, ids: list[int]) -> int | None:
+        """Index where the repeated tail begins after its first copy, or ``None``."""
+        for n in range(1, self.max_ngram + 1):
+            repeats = max(3, -(-self.min_span // n))
+            span = n * repeats
+            if len(ids) < span:
+                continue
+            tail = ids[-span:]
+            unit = tail[:n]
+            if all(tail[k] == unit[k % n] for k in range(span)):
+                return len(ids) - span + n
+        return None
+
+
+class Seq2Seq:
+    """The two ONNX Runtime sessions of a bundle and the decoding loops over them."""
+
+    def __init__(self, encoder, decoder, bundle: Bundle):
+        """Take ready sessions (or fakes with the same ``run`` method).
+
+        Args:
+            encoder: Session of the encoder graph.
+            decoder: Session of the decoder graph.
+            bundle: The bundle's manifest: ids, shapes and graph I/O names.
+        """
+        self.encoder = encoder
+        self.decoder = decoder
+        self.bundle = bundle
+        self.layers = bundle.num_layers
+        self.heads = bundle.num_heads
+        self.head_dim = bundle.head_dim
+        self.forced_eos = bool(bundle.manifest.get("generation", {}).get("forced_eos", False))
+        self._check_io()
+
+    @classmethod
+    def load(cls, bundle: Bundle, threads: int | None = None) -> Seq2Seq:
+        """Open the bundle's graphs with the runtime's session options."""
+        return cls(create_session(bundle.file(bundle.encoder.file), threads),
+                   create_session(bundle.file(bundle.decoder.file), threads), bundle)
+
+    def _check_io(self) -> None:
+        for spec, session in ((self.bundle.encoder, self.encoder), (self.bundle.decoder, self.decoder)):
+            if not hasattr(session, "get_inputs"):
+                continue
+            found = tuple(i.name for i in session.get_inputs())
+            if set(found) != set(spec.inputs):
+                raise BundleError(
+                    f"{self.bundle.file(spec.file)} has inputs {found} but bundle.json lists "
+                    f"{spec.inputs}; the bundle is inconsistent, export it again"
+                )
+
+    # -- graph calls ------------------------------------------------------------------
+    def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[list, list]:
+        """Run the encoder; return per-layer cross K and cross V, each [B, H, S, Dh]."""
+        names = [f"cross_key.{i}" for i in range(self.layers)] + [f"cross_value.{i}" for i in range(self.layers)]
+        out = self.encoder.run(names, {"input_ids": input_ids, "attention_mask": attention_mask})
+        return out[: self.layers], out[self.layers:]
+
+    def step(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
+             cross_k: list, cross_v: list) -> tuple[np.ndarray, list, list]:
+        """Run the decoder on new tokens [B, T]; return logits [B, T, V] and the grown K/V."""
+        feed = {"input_ids": tokens, "encoder_attention_mask": mask}
+        for i in range(self.layers):
+            feed[f"past_key.{i}"] = past_k[i]
+            feed[f"past_value.{i}"] = past_v[i]
+            feed[f"cross_key.{i}"] = cross_k[i]
+            feed[f"cross_value.{i}"] = cross_v[i]
+        names = (["logits"] + [f"present_key.{i}" for i in range(self.layers)]
+                 + [f"present_value.{i}" for i in range(self.layers)])
+        out = self.decoder.run(names, feed)
+        return out[0], out[1: 1 + self.layers], out[1 + self.layers:]
+
+    def empty_cache(self, batch: int) -> list[np.ndarray]:
+        """Self-attention K or V of length zero, one per layer."""
+        return [np.zeros((batch, self.heads, 0, self.head_dim), np.float32) for _ in range(self.layers)]
+
+    def pad(self, sources: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Right-pad id lists into ``(input_ids, attention_mask)`` int64 arrays."""
+        width = max(len(s) for s in sources)
+        ids = np.full((len(sources), width), self.bundle.pad_id, np.int64)
+        mask = np.zeros((len(sources), width), np.int64)
+        for row, source in enumerate(sources):
+            ids[row, : len(source)] = source
+            mask[row, : len(source)] = 1
+        return ids, mask
+
+    # -- decoding -----------------------------------------------------------------------
+    def next_tokens(self, logits: np.ndarray) -> np.ndarray:
+        """Greedy choice from [B, V] logits, never the pad id."""
+        logits[:, self.bundle.pad_id] = -np.inf
+        return logits.argmax(axis=-1)
+
+    def greedy(self, sources: list[list[int]], max_new_tokens: list[int], use_cache: bool = True,
+               guard: RepetitionGuard | None = None):
+        """Greedy-decode a batch of sources together; yield ``(row, Hypothesis)`` as rows finish.
+
+        Args:
+            sources: Source id lists (target token, pieces, ``</s>``).
+            max_new_tokens: Per-source limit on generated tokens (``</s>`` included).
+            use_cache: Feed the K/V cache; ``False`` re-runs the whole prefix each step
+                (slow; for checking that cached decoding is exact).
+            guard: Stop rows caught in a loop; ``None`` disables it.
+
+        Yields:
+            ``(index into sources, Hypothesis)``, in the order rows finish. Closing the
+            generator stops decoding.
+        """
+        if not sources:
+            return
+        if len(max_new_tokens) != len(sources):
+            raise ValueError("max_new_tokens needs one limit per source")
+        input_ids, mask = self.pad(sources)
+        cross_k, cross_v = self.encode(input_ids, mask)
+        batch = len(sources)
+        rows = np.arange(batch)
+        limits = np.asarray(max_new_tokens)
+        outputs: list[list[int]] = [[] for _ in range(batch)]
+        past_k, past_v = self.empty_cache(batch), self.empty_cache(batch)
+        start = self.bundle.decoder_start_id
+        prefix = np.full((batch, 1), start, np.int64)
+        tokens = prefix
+        eos = self.bundle.eos_id
+        while len(rows):
+            if use_cache:
+                logits, past_k, past_v = self.step(tokens, mask, past_k, past_v, cross_k, cross_v)
+            else:
+                empty = self.empty_cache(len(rows))
+                logits, _, _ = self.step(prefix, mask, empty, empty, cross_k, cross_v)
+            chosen = self.next_tokens(logits[:, -1, :])
+            keep = []
+            for slot, row in enumerate(rows):
+                out = outputs[row]
+                token = int(chosen[slot])
+                if self.forced_eos and len(out) == limits[row] - 1:
+                    token = eos
+                stop = None
+                if token == eos:
+                    stop = EOS if not (self.forced_eos and len(out) == limits[row] - 1) else LENGTH
+                else:
+                    out.append(token)
+                    if len(out) >= limits[row]:
+                        stop = LENGTH
+                    elif guard is not None and (cut := guard.loop_start(out)) is not None:
+                        del out[cut:]
+                        stop = REPETITION
+                if stop is None:
+                    keep.append(slot)
+                else:
+                    yield int(row), Hypothesis(tuple(out), stop)
+            if len(keep) < len(rows):
+                keep_idx = np.asarray(keep, np.int64)
+                rows = rows[keep_idx]
+                if not len(rows):
+                    break
+                mask = mask[keep_idx]
+                cross_k = [c[keep_idx] for c in cross_k]
+                cross_v = [c[keep_idx] for c in cross_v]
+                past_k = [p[keep_idx] for p in past_k]
+                past_v = [p[keep_idx] for p in past_v]
+                chosen = chosen[keep_idx]
+                prefix = prefix[keep_idx]
+            tokens = chosen.reshape(-1, 1).astype(np.int64)
+            prefix = np.concatenate([prefix, tokens], axis=1)
+
+    def greedy_all(self, sources: list[list[int]], max_new_tokens: list[int] | int, **kwargs) -> list[Hypothesis]:
+        """Decode all sources as one batch and return hypotheses in input order."""
+        if isinstance(max_new_tokens, int):
+            max_new_tokens = [max_new_tokens] * len(sources)
+        results: list[Hypothesis | None] = [None] * len(sources)
+        for row, hyp in self.greedy(sources, max_new_tokens, **kwargs):
+            results[row] = hyp
+        return results  # type: ignore[return-value]
+
+
+def open_model(path: str | Path, threads: int | None = None) -> Seq2Seq:
+    """Load and verify a bundle directory and open its sessions."""
+    from .bundle import load_bundle
+
+    return Seq2Seq.load(load_bundle(path), threads)

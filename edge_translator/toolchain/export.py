@@ -1,0 +1,242 @@
+"""Export a Hugging Face MarianMT model into a verified edge-translator bundle.
+
+Export = load, build, validate, quantize, check, save. The bundle is written to a
+staging directory beside OUT and moved into place only when every check has passed, so
+a failed export never leaves a half-written bundle, and an existing OUT is replaced
+only with ``force``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.bundle import FORMAT, FORMAT_VERSION, MANIFEST, file_record, load_bundle
+from ..core.decode import Seq2Seq
+from ..core.errors import ExportError
+from ..core.tokenizer import Tokenizer
+from .graphs import OPSET, decoder_io, encoder_io, write_graphs
+from .marian import MarianWeights, extract_weights, load_model
+from .quantize import QuantizeOptions, check_int8
+
+logger = logging.getLogger(__name__)
+
+#: Target variants users can ask for, and the opus-mt tokens that select them.
+TARGET_VARIANTS = {"zh-Hans": ">>cmn_Hans<<", "zh-Hant": ">>cmn_Hant<<"}
+PARITY_TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What :func:`export` writes and how it checks it."""
+
+    quantize: QuantizeOptions = field(default_factory=QuantizeOptions)
+    """Quantization of the bundle's graphs."""
+    force: bool = False
+    """Replace OUT if it exists."""
+    name: str | None = None
+    """Model name recorded in the manifest; defaults to the source directory's name."""
+    validate: bool = True
+    """Compare with PyTorch and measure INT8 agreement (turn off only for debugging)."""
+    parity_tolerance: float = PARITY_TOLERANCE
+    """Largest absolute logit difference allowed between FP32 graphs and PyTorch."""
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {}
+    for package in ("edge-translator", "onnx", "onnxruntime", "torch", "transformers", "sentencepiece", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "unknown"
+    return versions
+
+
+def _targets(vocab: dict[str, int], where: Path) -> dict[str, dict]:
+    targets = {name: {"token": token, "id": vocab[token]}
+               for name, token in TARGET_VARIANTS.items() if token in vocab}
+    if not targets:
+        raise ExportError(
+            f"{where / 'vocab.json'} has none of the target tokens {sorted(TARGET_VARIANTS.values())}; "
+            "this exporter is for English→Chinese opus-mt models"
+        )
+    return targets
+
+
+def _prepare_out(out: Path, force: bool) -> Path:
+    """Refuse an existing OUT without ``force``; return a fresh staging directory beside it."""
+    if out.exists() and not force:
+        raise ExportError(f"{out} already exists; pass --force to overwrite it")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} exists and is not a directory; choose another OUT")
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        staging.chmod(0o755)
+        return staging
+    except OSError as exc:
+        raise ExportError(f"cannot write to {parent} ({exc.strerror}); choose a writable OUT") from None
+
+
+def _generation(src: Path, weights: MarianWeights) -> dict:
+    config = {}
+    path = src / "generation_config.json"
+    if path.is_file():
+        config = json.loads(path.read_text(encoding="utf-8"))
+    forced = config.get("forced_eos_token_id")
+    return {
+        "forced_eos": forced is not None and forced == weights.shape.eos_id,
+        "bad_words_ids": config.get("bad_words_ids", [[weights.shape.pad_id]]),
+        "published_num_beams": config.get("num_beams"),
+    }
+
+
+def _manifest(name: str, src: Path, weights: MarianWeights, vocab: dict[str, int], quant: QuantizeOptions,
+              generation: dict) -> dict:
+    s = weights.shape
+    enc_in, enc_out = encoder_io(s.decoder_layers)
+    dec_in, dec_out = decoder_io(s.decoder_layers)
+    targets = _targets(vocab, src)
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model": {
+            "name": name,
+            "source": str(src),
+            "source_language": "en",
+            "target_language": "zh",
+            "parameters": weights.parameter_count,
+            "architecture": s.as_manifest(),
+        },
+        "targets": targets,
+        "default_target": "zh-Hans" if "zh-Hans" in targets else next(iter(targets)),
+        "special_ids": {"pad": s.pad_id, "eos": s.eos_id, "unk": vocab.get("<unk>", 1),
+                        "decoder_start": s.decoder_start_id},
+        "max_positions": s.max_positions,
+        "vocab_size": int(weights.lm_head.shape[0]),
+        "generation": generation,
+        "tokenizer": {"source_spm": "source.spm", "target_spm": "target.spm", "vocab": "vocab.json"},
+        "graphs": {
+            "encoder": {"file": "encoder.onnx", "inputs": enc_in, "outputs": enc_out},
+            "decoder": {"file": "decoder.onnx", "inputs": dec_in, "outputs": dec_out},
+        },
+        "weights_file": "weights.bin",
+        "quantization": quant.as_manifest(),
+        "opset": OPSET,
+        "tools": _versions(),
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+
+
+def _write_manifest(directory: Path, manifest: dict) -> None:
+    manifest["files"] = {p.name: file_record(p) for p in sorted(directory.iterdir())
+                         if p.is_file() and p.name != MANIFEST}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+                                      encoding="utf-8")
+
+
+def _open(directory: Path, manifest: dict) -> tuple[Seq2Seq, Tokenizer]:
+    _write_manifest(directory, manifest)
+    bundle = load_bundle(directory)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id,
+                               bundle.unk_id, bundle.pad_id)
+    return Seq2Seq.load(bundle), tokenizer
+
+
+def export(src: str | Path, out: str | Path, options: ExportOptions | None = None) -> Path:
+    """Export, validate and save a bundle.
+
+    Args:
+        src: A local Hugging Face MarianMT directory (or a hub id, when online).
+        out: The bundle directory to create.
+        options: Quantization, overwrite and validation settings.
+
+    Returns:
+        The bundle directory.
+
+    Raises:
+        ExportError: If the source is unusable, OUT exists without ``force``, OUT is not
+            writable, the FP32 graphs do not match PyTorch, or INT8 is not INT8.
+    """
+    options = options or ExportOptions()
+    quant = options.quantize
+    out = Path(out)
+    from .marian import check_source_dir, looks_local
+
+    if Path(src).exists() or looks_local(str(src)):
+        check_source_dir(Path(src))
+    staging = _prepare_out(out, options.force)
+    try:
+        model, local = load_model(src)
+        weights = extract_weights(model, str(src))
+        vocab = json.loads((local / "vocab.json").read_text(encoding="utf-8"))
+        name = options.name or Path(str(src)).name
+        manifest = _manifest(name, local, weights, vocab, quant, _generation(local, weights))
+        target_id = manifest["targets"][manifest["default_target"]]["id"]
+        with tempfile.TemporaryDirectory(prefix="edge-translator-fp32-") as tmp:
+            fp32_dir = Path(tmp)
+            for directory in {staging, fp32_dir}:
+                for file in ("source.spm", "target.spm", "vocab.json"):
+                    shutil.copyfile(local / file, directory / file)
+            fp32_manifest = dict(manifest, quantization={"mode": "none"})
+            reference_dir = staging if quant.mode == "none" else fp32_dir
+            written = write_graphs(weights, QuantizeOptions(mode="none"), reference_dir)
+            fp32_model, tokenizer = _open(reference_dir, fp32_manifest)
+            validation: dict = {}
+            if options.validate:
+                parity = logits_parity_checked(model, fp32_model, tokenizer, target_id, options.parity_tolerance)
+                validation["fp32_parity"] = parity
+            if quant.mode != "none":
+                written = _quantize(weights, quant, fp32_dir, staging, fp32_model, tokenizer, target_id)
+                check_int8(written.files, quant)
+                validation["int8_check"] = {"passed": True, "quantized_nodes": len(written.quantized_nodes)}
+                if options.validate:
+                    int8_model, _ = _open(staging, manifest)
+                    from .validate import int8_agreement
+
+                    validation["int8_agreement"] = int8_agreement(fp32_model, int8_model, tokenizer, target_id)
+            manifest["storage"] = {"stored_bytes": written.stored_bytes,
+                                   "referenced_bytes": written.referenced_bytes}
+            manifest["validation"] = validation
+            _write_manifest(staging, manifest)
+        load_bundle(staging)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("exported %s to %s", src, out)
+    return out
+
+
+def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int,
+                          tolerance: float) -> dict:
+    """Run :func:`.validate.logits_parity` and fail the export above ``tolerance``."""
+    from .validate import logits_parity
+
+    report = logits_parity(model, fp32_model, tokenizer, target_id)
+    if not report.max_abs_logit_diff <= tolerance:
+        raise ExportError(
+            f"FP32 graphs differ from PyTorch by {report.max_abs_logit_diff:.3g} in logits "
+            f"(tolerance {tolerance:g}); the export is wrong for this model, please report it"
+        )
+    return dict(report.as_manifest(), tolerance=tolerance)
+
+
+def _quantize(weights: MarianWeights, quant: QuantizeOptions, fp32_dir: Path, staging: Path,
+              fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int):
+    if quant.mode == "dynamic":
+        return write_graphs(weights, quant, staging)
+    from .calibrate import quantize_static_graphs
+
+    return quantize_static_graphs(fp32_dir, staging, quant, fp32_model, tokenizer, target_id)

@@ -1,0 +1,451 @@
+"""Build the bundle's two ONNX graphs directly from Marian weights.
+
+The encoder graph runs once per batch of sources and returns the hidden states and every
+decoder layer's cross-attention K/V. The decoder graph runs one step (or a few tokens): it
+takes self-attention K/V of any length, zero included, so the first step needs no second
+graph, and returns the logits and the grown K/V.
+
+Writing the graphs ourselves, rather than tracing PyTorch, lets every weight be stored
+once: both graphs point into one ``weights.bin``, where identical tensors share bytes, and
+with INT8 the one quantized embedding matrix serves the lookup and the tied output layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .marian import MarianWeights
+from .quantize import QuantizeOptions, quantize_weight
+
+logger = logging.getLogger(__name__)
+
+OPSET = 17
+MS_DOMAIN = "com.microsoft"
+NEG_INF = -1e9
+#: Tensors at least this large go to the shared weights file; smaller ones stay inline.
+EXTERNAL_MIN_BYTES = 1024
+ALIGN_LARGE = 4096
+ALIGN_SMALL = 64
+
+
+def encoder_io(layers: int) -> tuple[list[str], list[str]]:
+    """Input and output names of the encoder graph."""
+    outputs = ["last_hidden_state"]
+    for i in range(layers):
+        outputs += [f"cross_key.{i}", f"cross_value.{i}"]
+    return ["input_ids", "attention_mask"], outputs
+
+
+def decoder_io(layers: int) -> tuple[list[str], list[str]]:
+    """Input and output names of the decoder graph."""
+    inputs = ["input_ids", "encoder_attention_mask"]
+    inputs += [f"past_key.{i}" for i in range(layers)] + [f"past_value.{i}" for i in range(layers)]
+    inputs += [f"cross_key.{i}" for i in range(layers)] + [f"cross_value.{i}" for i in range(layers)]
+    outputs = ["logits"]
+    outputs += [f"present_key.{i}" for i in range(layers)]
+    outputs += [f"present_value.{i}" for i in range(layers)]
+    return inputs, outputs
+
+
+class SharedWeights:
+    """Writes tensors into one external-data file, storing identical bytes once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._handle = open(path, "wb")
+        self._offsets: dict[str, int] = {}
+        self.stored = 0
+        self.referenced = 0
+
+    def add(self, array: np.ndarray) -> tuple[int, int]:
+        """Store an array (or find its twin) and return ``(offset, length)``."""
+        data = np.ascontiguousarray(array).tobytes()
+        self.referenced += len(data)
+        key = hashlib.sha256(data).hexdigest()
+        if key not in self._offsets:
+            align = ALIGN_LARGE if len(data) >= ALIGN_LARGE * 16 else ALIGN_SMALL
+            position = self._handle.tell()
+            padding = (-position) % align
+            self._handle.write(b"\0" * padding)
+            self._offsets[key] = position + padding
+            self._handle.write(data)
+            self.stored += len(data)
+        return self._offsets[key], len(data)
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        self._handle.close()
+
+
+@dataclass
+class GraphBuilder:
+    """Accumulates nodes and numpy initializers, then writes one ONNX model."""
+
+    name: str
+    quant: QuantizeOptions
+    nodes: list = field(default_factory=list)
+    inits: dict[str, np.ndarray] = field(default_factory=dict)
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    quantized_nodes: list[str] = field(default_factory=list)
+    _count: int = 0
+
+    # -- primitives ---------------------------------------------------------------
+    def const(self, name: str, array) -> str:
+        """Register an initializer (once per name) and return its name."""
+        if name not in self.inits:
+            self.inits[name] = np.asarray(array)
+        return name
+
+    def op(self, op_type: str, inputs: list[str], name: str | None = None, domain: str = "",
+           outputs: int = 1, **attrs):
+        """Append a node; return its output name, or a list of names if ``outputs > 1``."""
+        from onnx import helper
+
+        self._count += 1
+        node_name = name or f"{op_type}_{self._count}"
+        outs = [f"{node_name}:{k}" if outputs > 1 else f"{node_name}:out" for k in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=node_name, domain=domain, **attrs))
+        return outs if outputs > 1 else outs[0]
+
+    def ints(self, name: str, values) -> str:
+        """An int64 constant."""
+        return self.const(name, np.asarray(values, dtype=np.int64))
+
+    def scalar(self, name: str, value: float) -> str:
+        """A float32 scalar constant."""
+        return self.const(name, np.asarray(value, dtype=np.float32))
+
+    # -- layers ---------------------------------------------------------------------
+    def linear(self, x: str, weight: np.ndarray, bias: np.ndarray | None, name: str) -> str:
+        """``x @ weight + bias`` with weight [in, out]; INT8 when dynamic quantization applies."""
+        if self.quant.quantizes("MatMul", name):
+            q, scale = quantize_weight(weight, self.quant.per_channel, axis=1)
+            inputs = [x, self.const(f"{name}.weight_q", q), self.const(f"{name}.scale", scale), ""]
+            if bias is not None:
+                inputs.append(self.const(f"{name}.bias", bias))
+            self.quantized_nodes.append(name)
+            return self.op("DynamicQuantizeMatMul", inputs, name=name, domain=MS_DOMAIN)
+        out = self.op("MatMul", [x, self.const(f"{name}.weight", weight)], name=name)
+        if bias is None:
+            return out
+        return self.op("Add", [out, self.const(f"{name}.bias", bias)], name=f"{name}.add")
+
+    def layer_norm(self, x: str, gamma: np.ndarray, beta: np.ndarray, eps: float, name: str) -> str:
+        """LayerNormalization over the last axis."""
+        return self.op("LayerNormalization",
+                       [x, self.const(f"{name}.weight", gamma), self.const(f"{name}.bias", beta)],
+                       name=name, axis=-1, epsilon=eps)
+
+    def activation(self, x: str, kind: str, name: str) -> str:
+        """The feed-forward activation, in standard operators."""
+        if kind in ("swish", "silu"):
+            return self.op("Mul", [x, self.op("Sigmoid", [x], name=f"{name}.sigmoid")], name=name)
+        if kind == "relu":
+            return self.op("Relu", [x], name=name)
+        if kind == "gelu":
+            scaled = self.op("Mul", [x, self.scalar("c.inv_sqrt2", 1 / np.sqrt(2))], name=f"{name}.s")
+            erf = self.op("Erf", [scaled], name=f"{name}.erf")
+            plus = self.op("Add", [erf, self.scalar("c.one", 1.0)], name=f"{name}.p")
+            half = self.op("Mul", [x, self.scalar("c.half", 0.5)], name=f"{name}.h")
+            return self.op("Mul", [half, plus], name=name)
+        # gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        cube = self.op("Mul", [self.op("Mul", [x, x], name=f"{name}.x2"), x], name=f"{name}.x3")
+        inner = self.op("Add", [x, self.op("Mul", [cube, self.scalar("c.gelu_k", 0.044715)],
+                                             name=f"{name}.kx3")], name=f"{name}.in")
+        tanh = self.op("Tanh", [self.op("Mul", [inner, self.scalar("c.gelu_s", np.sqrt(2 / np.pi))],
+                                        name=f"{name}.sin")], name=f"{name}.tanh")
+        plus = self.op("Add", [tanh, self.scalar("c.one", 1.0)], name=f"{name}.p")
+        return self.op("Mul", [self.op("Mul", [x, self.scalar("c.half", 0.5)], name=f"{name}.h"), plus],
+                       name=name)
+
+    def embedding(self, ids: str, table: np.ndarray, scale: float, name: str) -> str:
+        """Token embedding lookup times ``scale``; an INT8 table with row scales if quantized."""
+        if self.quant.quantizes("Gather", name):
+            q, row_scale = self.int8_table(table)
+            rows = self.op("Cast", [self.op("Gather", [q, ids], name=name)], name=f"{name}.cast", to=1)
+            if self.quant.per_channel:
+                factor = self.op("Unsqueeze", [self.op("Gather", [row_scale, ids], name=f"{name}.scales"),
+                                               self.ints("c.axis_last", [-1])], name=f"{name}.unsq")
+            else:
+                factor = row_scale
+            scaled = self.op("Mul", [rows, factor], name=f"{name}.dequant")
+            self.quantized_nodes.append(name)
+        else:
+            scaled = self.op("Gather", [self.const("embed_tokens.weight", table), ids], name=name)
+        if scale == 1.0:
+            return scaled
+        return self.op("Mul", [scaled, self.scalar("c.embed_scale", scale)], name=f"{name}.scale")
+
+    def int8_table(self, table: np.ndarray) -> tuple[str, str]:
+        """The INT8 embedding matrix [vocab, d] and its scales, created once per graph."""
+        if "embed_tokens.weight_q" not in self.inits:
+            q, scale = quantize_weight(table, self.quant.per_channel, axis=0)
+            self.const("embed_tokens.weight_q", q)
+            self.const("embed_tokens.scale", scale)
+        return "embed_tokens.weight_q", "embed_tokens.scale"
+
+    def positions(self, table: np.ndarray, start: str, length: str, name: str) -> tuple[str, str]:
+        """Rows ``start .. start+length`` of a position table; returns ``(indices, rows)``."""
+        end = self.op("Add", [start, length], name=f"{name}.end")
+        idx = self.op("Range", [start, end, self.ints("c.one_i", 1)], name=f"{name}.range")
+        return idx, self.op("Gather", [self.const(name, table), idx], name=f"{name}.gather")
+
+    def dim(self, tensor: str, axis: int, name: str) -> str:
+        """A 0-d int64 tensor holding one dimension of ``tensor``."""
+        shape = self.op("Shape", [tensor], name=f"{name}.shape")
+        return self.op("Gather", [shape, self.ints(f"c.idx{axis}", axis)], name=name, axis=0)
+
+    def padding_bias(self, mask: str, name: str) -> str:
+        """[B, 1, 1, S] additive bias: 0 for tokens, -1e9 for padding."""
+        as_float = self.op("Cast", [mask], name=f"{name}.cast", to=1)
+        inverted = self.op("Sub", [self.scalar("c.one", 1.0), as_float], name=f"{name}.inv")
+        bias = self.op("Mul", [inverted, self.scalar("c.neg_inf", NEG_INF)], name=f"{name}.mul")
+        return self.op("Unsqueeze", [bias, self.ints("c.axes12", [1, 2])], name=name)
+
+    def split_heads(self, x: str, parts: int, heads: int, head_dim: int, name: str) -> list[str]:
+        """[B, T, parts*D] → ``parts`` tensors of shape [B, H, T, Dh]."""
+        shaped = self.op("Reshape", [x, self.ints(f"c.heads{parts}", [0, 0, parts * heads, head_dim])],
+                         name=f"{name}.reshape")
+        moved = self.op("Transpose", [shaped], name=f"{name}.transpose", perm=[0, 2, 1, 3])
+        if parts == 1:
+            return [moved]
+        return self.op("Split", [moved, self.ints(f"c.split{parts}x{heads}", [heads] * parts)],
+                       name=f"{name}.split", outputs=parts, axis=1)
+
+    def attend(self, q: str, k: str, v: str, bias: str | None, d_model: int, name: str) -> str:
+        """Scaled dot-product attention (the scale is folded into q) → [B, T, D]."""
+        k_t = self.op("Transpose", [k], name=f"{name}.kt", perm=[0, 1, 3, 2])
+        scores = self.op("MatMul", [q, k_t], name=f"{name}.scores")
+        if bias is not None:
+            scores = self.op("Add", [scores, bias], name=f"{name}.masked")
+        probs = self.op("Softmax", [scores], name=f"{name}.softmax", axis=-1)
+        context = self.op("MatMul", [probs, v], name=f"{name}.context")
+        merged = self.op("Transpose", [context], name=f"{name}.merge", perm=[0, 2, 1, 3])
+        return self.op("Reshape", [merged, self.ints("c.model_dim", [0, 0, d_model])], name=f"{name}.flat")
+
+    # -- output -----------------------------------------------------------------------
+    def model(self, shared: SharedWeights, weights_file: str, doc: str):
+        """Return the ONNX ModelProto, with large initializers in the shared file."""
+        from onnx import TensorProto, helper, numpy_helper
+
+        initializers = []
+        for name, array in self.inits.items():
+            if array.nbytes >= EXTERNAL_MIN_BYTES:
+                offset, length = shared.add(array)
+                tensor = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype))
+                tensor.dims.extend(array.shape)
+                tensor.data_location = TensorProto.EXTERNAL
+                for key, value in (("location", weights_file), ("offset", str(offset)),
+                                   ("length", str(length))):
+                    entry = tensor.external_data.add()
+                    entry.key, entry.value = key, value
+                initializers.append(tensor)
+            else:
+                initializers.append(numpy_helper.from_array(array, name))
+        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, initializers)
+        opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
+        model = helper.make_model(graph, opset_imports=opsets, producer_name="edge-translator",
+                                  doc_string=doc)
+        model.ir_version = 8
+        return model
+
+
+def _value(name: str, elem: int, dims: list):
+    from onnx import helper
+
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def _qkv(layer: dict[str, np.ndarray], prefix: str, scaling: float, parts: str) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate projection weights, folding the attention scaling into q."""
+    ws, bs = [], []
+    for part in parts:
+        factor = scaling if part == "q" else 1.0
+        ws.append(layer[f"{prefix}{part}_w"] * np.float32(factor))
+        bs.append(layer[f"{prefix}{part}_b"] * np.float32(factor))
+    return np.concatenate(ws, axis=1), np.concatenate(bs)
+
+
+def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
+    """The encoder graph: ids, mask → hidden states and each decoder layer's cross K/V."""
+    from onnx import TensorProto
+
+    s = w.shape
+    g = GraphBuilder("encoder", quant)
+    g.inputs = [_value("input_ids", TensorProto.INT64, ["batch", "source_length"]),
+                _value("attention_mask", TensorProto.INT64, ["batch", "source_length"])]
+    dh, dhd = s.encoder_heads, s.d_model // s.encoder_heads
+    embedded = g.embedding("input_ids", w.encoder_embed, s.embed_scale, "encoder.embed_tokens")
+    length = g.dim("input_ids", 1, "encoder.length")
+    _, pos = g.positions(w.encoder_positions, g.ints("c.zero_i", 0), length, "encoder.embed_positions")
+    h = g.op("Add", [embedded, pos], name="encoder.embed_add")
+    bias = g.padding_bias("attention_mask", "encoder.mask_bias")
+    for i, layer in enumerate(w.encoder_layers):
+        p = f"encoder.layers.{i}"
+        qkv_w, qkv_b = _qkv(layer, "sa_", dhd ** -0.5, "qkv")
+        qkv = g.linear(h, qkv_w, qkv_b, f"{p}.self_attn.qkv")
+        q, k, v = g.split_heads(qkv, 3, dh, dhd, f"{p}.self_attn")
+        attn = g.attend(q, k, v, bias, s.d_model, f"{p}.self_attn")
+        attn = g.linear(attn, layer["sa_o_w"], layer["sa_o_b"], f"{p}.self_attn.out")
+        h = g.layer_norm(g.op("Add", [h, attn], name=f"{p}.res1"), layer["ln1_g"], layer["ln1_b"],
+                         s.layer_norm_eps, f"{p}.self_attn_layer_norm")
+        ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
+        ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
+        h = g.layer_norm(g.op("Add", [h, ff], name=f"{p}.res2"), layer["ln2_g"], layer["ln2_b"],
+                         s.layer_norm_eps, f"{p}.final_layer_norm")
+    g.nodes.append(_identity(h, "last_hidden_state"))
+    g.outputs = [_value("last_hidden_state", TensorProto.FLOAT, ["batch", "source_length", s.d_model])]
+    hd, hdd = s.decoder_heads, s.d_model // s.decoder_heads
+    for i, layer in enumerate(w.decoder_layers):
+        p = f"decoder.layers.{i}.encoder_attn"
+        kv_w, kv_b = _qkv(layer, "ca_", 1.0, "kv")
+        kv = g.linear("last_hidden_state", kv_w, kv_b, f"{p}.kv")
+        k, v = g.split_heads(kv, 2, hd, hdd, p)
+        for kind, tensor in (("key", k), ("value", v)):
+            g.nodes.append(_identity(tensor, f"cross_{kind}.{i}"))
+            g.outputs.append(_value(f"cross_{kind}.{i}", TensorProto.FLOAT,
+                                    ["batch", hd, "source_length", hdd]))
+    return g
+
+
+def _identity(src: str, dst: str):
+    from onnx import helper
+
+    return helper.make_node("Identity", [src], [dst], name=f"{dst}.out")
+
+
+def build_decoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
+    """The decoder step graph: new ids, past K/V (any length), cross K/V → logits, present K/V."""
+    from onnx import TensorProto
+
+    s = w.shape
+    n, heads, hd = s.decoder_layers, s.decoder_heads, s.d_model // s.decoder_heads
+    g = GraphBuilder("decoder", quant)
+    g.inputs = [_value("input_ids", TensorProto.INT64, ["batch", "new_length"]),
+                _value("encoder_attention_mask", TensorProto.INT64, ["batch", "source_length"])]
+    for kind in ("key", "value"):
+        g.inputs += [_value(f"past_{kind}.{i}", TensorProto.FLOAT, ["batch", heads, "past_length", hd])
+                     for i in range(n)]
+    for kind in ("key", "value"):
+        g.inputs += [_value(f"cross_{kind}.{i}", TensorProto.FLOAT, ["batch", heads, "source_length", hd])
+                     for i in range(n)]
+    embedded = g.embedding("input_ids", w.decoder_embed, s.embed_scale, "decoder.embed_tokens")
+    past = g.dim("past_key.0", 2, "decoder.past_length")
+    new = g.dim("input_ids", 1, "decoder.new_length")
+    new_pos, pos = g.positions(w.decoder_positions, past, new, "decoder.embed_positions")
+    h = g.op("Add", [embedded, pos], name="decoder.embed_add")
+    cross_bias = g.padding_bias("encoder_attention_mask", "decoder.cross_bias")
+    # Causal bias [T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
+    query_pos = g.op("Unsqueeze", [new_pos, g.ints("c.axis1", [1])],
+                     name="decoder.causal.q")
+    total = g.op("Add", [past, new], name="decoder.total_length")
+    key_pos = g.op("Range", [g.ints("c.zero_i", 0), total, g.ints("c.one_i", 1)], name="decoder.causal.k")
+    allowed = g.op("LessOrEqual", [key_pos, query_pos], name="decoder.causal.allowed")
+    causal = g.op("Where", [allowed, g.scalar("c.zero", 0.0), g.scalar("c.neg_inf", NEG_INF)],
+                  name="decoder.causal_bias")
+    presents = {"key": [], "value": []}
+    for i, layer in enumerate(w.decoder_layers):
+        p = f"decoder.layers.{i}"
+        qkv_w, qkv_b = _qkv(layer, "sa_", hd ** -0.5, "qkv")
+        qkv = g.linear(h, qkv_w, qkv_b, f"{p}.self_attn.qkv")
+        q, k_new, v_new = g.split_heads(qkv, 3, heads, hd, f"{p}.self_attn")
+        k = g.op("Concat", [f"past_key.{i}", k_new], name=f"{p}.self_attn.k_cat", axis=2)
+        v = g.op("Concat", [f"past_value.{i}", v_new], name=f"{p}.self_attn.v_cat", axis=2)
+        presents["key"].append(k)
+        presents["value"].append(v)
+        attn = g.attend(q, k, v, causal, s.d_model, f"{p}.self_attn")
+        attn = g.linear(attn, layer["sa_o_w"], layer["sa_o_b"], f"{p}.self_attn.out")
+        h = g.layer_norm(g.op("Add", [h, attn], name=f"{p}.res1"), layer["ln1_g"], layer["ln1_b"],
+                         s.layer_norm_eps, f"{p}.self_attn_layer_norm")
+        cq = g.linear(h, layer["ca_q_w"] * np.float32(hd ** -0.5), layer["ca_q_b"] * np.float32(hd ** -0.5),
+                      f"{p}.encoder_attn.q")
+        (cq,) = g.split_heads(cq, 1, heads, hd, f"{p}.encoder_attn.q")
+        attn = g.attend(cq, f"cross_key.{i}", f"cross_value.{i}", cross_bias, s.d_model, f"{p}.encoder_attn")
+        attn = g.linear(attn, layer["ca_o_w"], layer["ca_o_b"], f"{p}.encoder_attn.out")
+        h = g.layer_norm(g.op("Add", [h, attn], name=f"{p}.res2"), layer["ln2_g"], layer["ln2_b"],
+                         s.layer_norm_eps, f"{p}.encoder_attn_layer_norm")
+        ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
+        ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
+        h = g.layer_norm(g.op("Add", [h, ff], name=f"{p}.res3"), layer["ln3_g"], layer["ln3_b"],
+                         s.layer_norm_eps, f"{p}.final_layer_norm")
+    logits = _output_projection(g, w, h)
+    g.nodes.append(_identity(logits, "logits"))
+    g.outputs = [_value("logits", TensorProto.FLOAT, ["batch", "new_length", w.lm_head.shape[0]])]
+    for kind in ("key", "value"):
+        for i, tensor in enumerate(presents[kind]):
+            g.nodes.append(_identity(tensor, f"present_{kind}.{i}"))
+            g.outputs.append(_value(f"present_{kind}.{i}", TensorProto.FLOAT,
+                                    ["batch", heads, "total_length", hd]))
+    return g
+
+
+def _output_projection(g: GraphBuilder, w: MarianWeights, h: str) -> str:
+    """Logits = h @ lm_head^T + final_logits_bias, sharing the embedding when tied."""
+    bias = g.const("final_logits_bias", w.final_logits_bias)
+    tied = w.tied_output
+    if g.quant.quantizes("MatMul", "lm_head"):
+        if tied and g.quant.quantizes("Gather", "decoder.embed_tokens"):
+            q, scale = g.int8_table(w.lm_head)
+        else:
+            wq, scale_v = quantize_weight(w.lm_head, g.quant.per_channel, axis=0)
+            q, scale = g.const("lm_head.weight_q", wq), g.const("lm_head.scale", scale_v)
+        q_t = g.op("Transpose", [q], name="lm_head.transpose", perm=[1, 0])
+        g.quantized_nodes.append("lm_head")
+        return g.op("DynamicQuantizeMatMul", [h, q_t, scale, "", bias], name="lm_head", domain=MS_DOMAIN)
+    table = g.const("embed_tokens.weight" if tied else "lm_head.weight", w.lm_head)
+    flat = g.op("Reshape", [h, g.ints("c.flat", [-1, w.shape.d_model])], name="lm_head.flatten")
+    logits = g.op("Gemm", [flat, table, bias], name="lm_head", transB=1)
+    batch_time = g.op("Slice", [g.op("Shape", [h], name="lm_head.shape"), g.ints("c.zero_1", [0]),
+                                g.ints("c.two_1", [2])], name="lm_head.bt")
+    out_shape = g.op("Concat", [batch_time, g.ints("c.vocab", [w.lm_head.shape[0]])],
+                     name="lm_head.out_shape", axis=0)
+    return g.op("Reshape", [logits, out_shape], name="lm_head.unflatten")
+
+
+@dataclass
+class WrittenGraphs:
+    """What :func:`write_graphs` produced."""
+
+    files: dict[str, Path]
+    weights_file: Path
+    stored_bytes: int
+    referenced_bytes: int
+    quantized_nodes: list[str]
+
+
+def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
+                 weights_file: str = "weights.bin") -> WrittenGraphs:
+    """Build both graphs and write ``encoder.onnx``, ``decoder.onnx`` and the shared weights.
+
+    Args:
+        w: The model's weights.
+        quant: Quantization options (``mode="dynamic"`` quantizes here; others write FP32).
+        out: Directory to write into (it must exist).
+        weights_file: Name of the shared external-data file.
+    """
+    import onnx
+
+    build_quant = quant if quant.mode == "dynamic" else QuantizeOptions(mode="none")
+    shared = SharedWeights(out / weights_file)
+    files, quantized = {}, []
+    try:
+        for name, builder in (("encoder", build_encoder), ("decoder", build_decoder)):
+            graph = builder(w, build_quant)
+            model = graph.model(shared, weights_file, f"edge-translator {name} for {w.shape.d_model}-d Marian")
+            path = out / f"{name}.onnx"
+            onnx.save_model(model, str(path))
+            files[name] = path
+            quantized += graph.quantized_nodes
+    finally:
+        shared.close()
+    for path in files.values():
+        onnx.checker.check_model(str(path))
+    logger.info("wrote %s: %.1f MB stored for %.1f MB referenced", out, shared.stored / 1e6,
+                shared.referenced / 1e6)
+    return WrittenGraphs(files, out / weights_file, shared.stored, shared.referenced, quantized)

@@ -1,0 +1,48 @@
+"""Shared fixtures: the committed tiny model and its bundles, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REFERENCE = ROOT.parent / "shared" / "reference" / "opus-mt-en-zh"
+
+
+@pytest.fixture(scope="session")
+def tiny_hf() -> Path:
+    """The tiny Hugging Face Marian model the bundles were exported from."""
+    return FIXTURES / "tiny-marian"
+
+
+@pytest.fixture(scope="session")
+def tiny_fp32() -> Path:
+    return FIXTURES / "tiny-fp32"
+
+
+@pytest.fixture(scope="session")
+def tiny_int8() -> Path:
+    return FIXTURES / "tiny-int8"
+
+
+@pytest.fixture
+def bundle_copy(tmp_path, tiny_int8) -> Path:
+    """A writable copy of the INT8 fixture bundle."""
+    dst = tmp_path / "bundle"
+    shutil.copytree(tiny_int8, dst)
+    return dst
+
+
+def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):
+    """Run ``python -m edge_translator.cli`` in a subprocess, as a user would."""
+    full_env = dict(os.environ)
+    full_env.pop("EDGE_TRANSLATOR_MODEL", None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "edge_translator.cli", *args], input=stdin,
+                          capture_output=True, env=full_env, cwd=cwd or ROOT, timeout=600)
