@@ -41,7 +41,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length)
     translator = Translator.load(args.model, threads=args.threads)
     if args.target and args.target not in translator.bundle.targets:
-        raise InputError(f"--target {args.target} is not offered by this model; choose one of "
+        raise ValueError(f"--target {args.target} is not offered by this model; choose one of "
                          f"{', '.join(sorted(translator.bundle.targets))}")
     out = sys.stdout
     for piece in render(translator.translate_iter(text, options)):
@@ -167,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"edge-translator: unexpected error: {type(exc).__name__}: {reason} "
+              "(run with -v for details, and please report it)", file=sys.stderr)
+        if args.verbose:
+            logger.exception("unexpected error")
+        return 1
 
 
 if __name__ == "__main__":

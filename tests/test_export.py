@@ -186,3 +186,20 @@ def test_independent_marian_model_exports(tmp_path, tiny_hf):
         assert result.returncode == 0, result.stderr.decode()
         parity = load_bundle(tmp_path / quantize).manifest["validation"]["fp32_parity"]
         assert parity["max_abs_logit_diff"] <= 1e-4
+
+
+def test_static_int8_calibrated(tmp_path, tiny_hf):
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("Where is the train station?\nThe price is $12.50 today.\n\nGood morning, Dr. Chen.\n")
+    out = tmp_path / "qdq"
+    result = run_cli("export", str(tiny_hf), str(out), "--calibrate", str(calibration))
+    assert result.returncode == 0, result.stderr.decode()
+    m = load_bundle(out).manifest
+    assert m["quantization"]["mode"] == "static" and m["quantization"]["calibration"]["file"] == "calibration.txt"
+    assert m["validation"]["int8_check"]["passed"]
+    decoder = onnx.load(str(out / "decoder.onnx"), load_external_data=False)
+    assert any(n.op_type == "DequantizeLinear" for n in decoder.graph.node)
+    assert any(n.op_type == "QuantizeLinear" for n in decoder.graph.node)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert "no sentences" in _refusal([str(tiny_hf), str(tmp_path / "q2"), "--calibrate", str(empty)])

@@ -69,8 +69,9 @@ def create_session(path: Path, threads: int | None = None):
     """
     import onnxruntime as ort
 
+    options = session_options(threads)
     try:
-        return ort.InferenceSession(str(path), sess_options=session_options(threads), providers=PROVIDERS)
+        return ort.InferenceSession(str(path), sess_options=options, providers=PROVIDERS)
     except Exception as exc:  # noqa: BLE001 - ORT raises several unrelated types
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(f"{path} could not be loaded by ONNX Runtime ({reason}); copy the bundle again "

@@ -239,4 +239,4 @@ def _quantize(weights: MarianWeights, quant: QuantizeOptions, fp32_dir: Path, st
         return write_graphs(weights, quant, staging)
     from .calibrate import quantize_static_graphs
 
-    return quantize_static_graphs(fp32_dir, staging, quant, fp32_model, tokenizer, target_id)
+    return quantize_static_graphs(weights, staging, quant, fp32_model, tokenizer, target_id)

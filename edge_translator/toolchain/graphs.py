@@ -232,28 +232,52 @@ class GraphBuilder:
     # -- output -----------------------------------------------------------------------
     def model(self, shared: SharedWeights, weights_file: str, doc: str):
         """Return the ONNX ModelProto, with large initializers in the shared file."""
-        from onnx import TensorProto, helper, numpy_helper
+        from onnx import helper
 
-        initializers = []
-        for name, array in self.inits.items():
-            if array.nbytes >= EXTERNAL_MIN_BYTES:
-                offset, length = shared.add(array)
-                tensor = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype))
-                tensor.dims.extend(array.shape)
-                tensor.data_location = TensorProto.EXTERNAL
-                for key, value in (("location", weights_file), ("offset", str(offset)),
-                                   ("length", str(length))):
-                    entry = tensor.external_data.add()
-                    entry.key, entry.value = key, value
-                initializers.append(tensor)
-            else:
-                initializers.append(numpy_helper.from_array(array, name))
+        initializers = [tensor_proto(name, array, shared, weights_file) for name, array in self.inits.items()]
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, initializers)
         opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
         model = helper.make_model(graph, opset_imports=opsets, producer_name="edge-translator",
                                   doc_string=doc)
         model.ir_version = 8
         return model
+
+
+def tensor_proto(name: str, array: np.ndarray, shared: SharedWeights, weights_file: str):
+    """An initializer: inline if small, else a reference into the shared weights file."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if array.nbytes < EXTERNAL_MIN_BYTES:
+        return numpy_helper.from_array(array, name)
+    offset, length = shared.add(array)
+    tensor = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype))
+    tensor.dims.extend(array.shape)
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", weights_file), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    return tensor
+
+
+def save_shared(models: dict, out: Path, weights_file: str = "weights.bin") -> tuple[dict[str, Path], SharedWeights]:
+    """Write ONNX models (name → ModelProto with data loaded) into ``out`` sharing one weights file."""
+    import onnx
+    from onnx import numpy_helper
+
+    shared = SharedWeights(out / weights_file)
+    files = {}
+    try:
+        for name, model in models.items():
+            tensors = [tensor_proto(t.name, numpy_helper.to_array(t), shared, weights_file)
+                       for t in model.graph.initializer]
+            del model.graph.initializer[:]
+            model.graph.initializer.extend(tensors)
+            path = out / f"{name}.onnx"
+            onnx.save_model(model, str(path))
+            files[name] = path
+    finally:
+        shared.close()
+    return files, shared
 
 
 def _value(name: str, elem: int, dims: list):
@@ -320,7 +344,7 @@ def _identity(src: str, dst: str):
     return helper.make_node("Identity", [src], [dst], name=f"{dst}.out")
 
 
-def build_decoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
+def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool = False) -> GraphBuilder:
     """The decoder step graph: new ids, past K/V (any length), cross K/V → logits, present K/V."""
     from onnx import TensorProto
 
@@ -374,7 +398,7 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
         ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
         h = g.layer_norm(g.op("Add", [h, ff], name=f"{p}.res3"), layer["ln3_g"], layer["ln3_b"],
                          s.layer_norm_eps, f"{p}.final_layer_norm")
-    logits = _output_projection(g, w, h)
+    logits = _output_projection(g, w, h, untie_output)
     g.nodes.append(_identity(logits, "logits"))
     g.outputs = [_value("logits", TensorProto.FLOAT, ["batch", "new_length", w.lm_head.shape[0]])]
     for kind in ("key", "value"):
@@ -385,10 +409,16 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
     return g
 
 
-def _output_projection(g: GraphBuilder, w: MarianWeights, h: str) -> str:
-    """Logits = h @ lm_head^T + final_logits_bias, sharing the embedding when tied."""
+def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = False) -> str:
+    """Logits = h @ lm_head^T + final_logits_bias, sharing the embedding when tied.
+
+    ``untie`` writes the FP32 projection as its own [d_model, vocab] MatMul weight, for
+    quantizers that cannot give one tensor two quantizations (static QDQ).
+    """
+    if untie and not g.quant.quantizes("MatMul", "lm_head"):
+        return g.linear(h, np.ascontiguousarray(w.lm_head.T), w.final_logits_bias, "lm_head")
     bias = g.const("final_logits_bias", w.final_logits_bias)
-    tied = w.tied_output
+    tied = w.tied_output and not untie
     if g.quant.quantizes("MatMul", "lm_head"):
         if tied and g.quant.quantizes("Gather", "decoder.embed_tokens"):
             q, scale = g.int8_table(w.lm_head)
@@ -420,7 +450,7 @@ class WrittenGraphs:
 
 
 def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
-                 weights_file: str = "weights.bin") -> WrittenGraphs:
+                 weights_file: str = "weights.bin", untie_output: bool = False) -> WrittenGraphs:
     """Build both graphs and write ``encoder.onnx``, ``decoder.onnx`` and the shared weights.
 
     Args:
@@ -428,6 +458,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
         quant: Quantization options (``mode="dynamic"`` quantizes here; others write FP32).
         out: Directory to write into (it must exist).
         weights_file: Name of the shared external-data file.
+        untie_output: Give the output projection its own weight (see :func:`_output_projection`).
     """
     import onnx
 
@@ -435,8 +466,8 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
     shared = SharedWeights(out / weights_file)
     files, quantized = {}, []
     try:
-        for name, builder in (("encoder", build_encoder), ("decoder", build_decoder)):
-            graph = builder(w, build_quant)
+        for name, graph in (("encoder", build_encoder(w, build_quant)),
+                            ("decoder", build_decoder(w, build_quant, untie_output))):
             model = graph.model(shared, weights_file, f"edge-translator {name} for {w.shape.d_model}-d Marian")
             path = out / f"{name}.onnx"
             onnx.save_model(model, str(path))

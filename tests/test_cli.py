@@ -1,0 +1,58 @@
+"""The translate command as users run it: arguments, stdin, bad input, exit codes."""
+
+import re
+
+from .conftest import run_cli
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_translate_argument_with_default_model():
+    result = run_cli("translate", "Where is the train station?")
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode()
+    assert HAN.search(out) and out.endswith("\n") and out.count("\n") == 1
+
+
+def test_translate_stdin_keeps_paragraphs(tiny_int8):
+    text = "  Hello world. How are you?\n\nSecond paragraph.\n- a list item\n"
+    result = run_cli("translate", "--model", str(tiny_int8), "-", stdin=text.encode())
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode()
+    assert out.startswith("  ") and HAN.search(out)
+    assert re.sub(r"[^\n]", "", out) == "\n\n\n\n"  # the same line structure
+    assert "\n\n" in out
+
+
+def test_environment_variable_selects_model(tiny_fp32, tmp_path):
+    result = run_cli("translate", "Hi.", env={"EDGE_TRANSLATOR_MODEL": str(tmp_path / "nope")})
+    assert result.returncode == 3 and "nope" in result.stderr.decode()
+    result = run_cli("translate", "Hi.", env={"EDGE_TRANSLATOR_MODEL": str(tiny_fp32)})
+    assert result.returncode == 0 and HAN.search(result.stdout.decode())
+
+
+def test_empty_input_gives_empty_output(tiny_int8):
+    result = run_cli("translate", "--model", str(tiny_int8), "-", stdin=b"")
+    assert result.returncode == 0 and result.stdout == b"" and result.stderr == b""
+
+
+def test_invalid_utf8_is_one_line_error(tiny_int8):
+    result = run_cli("translate", "--model", str(tiny_int8), "-", stdin=b"Hello \xff\xfe world")
+    err = result.stderr.decode()
+    assert result.returncode == 4 and "UTF-8" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert result.stdout == b""
+
+
+def test_unknown_target_and_bad_options(tiny_int8):
+    result = run_cli("translate", "--model", str(tiny_int8), "--target", "fr", "Hi.")
+    assert result.returncode == 2 and "zh-Hans" in result.stderr.decode()
+    result = run_cli("translate", "--model", str(tiny_int8), "--threads", "0", "Hi.")
+    assert result.returncode == 2 and "threads" in result.stderr.decode()
+    result = run_cli("translate", "--model", str(tiny_int8), "--target", "zh-Hant", "Hi.")
+    assert result.returncode == 0
+
+
+def test_version_and_help():
+    assert run_cli("--version").stdout.decode().startswith("edge-translator ")
+    helped = run_cli("translate", "--help")
+    assert helped.returncode == 0 and b"--model" in helped.stdout

@@ -1,0 +1,78 @@
+"""The exact opus-mt-en-zh shape (random weights): bundle size, parity, and greedy equality.
+
+These build a 78 M-parameter model and export it twice, so they take a few minutes.
+"""
+
+import json
+
+import pytest
+
+from edge_translator.core.bundle import load_bundle
+from edge_translator.core.decode import Seq2Seq
+from edge_translator.core.tokenizer import Tokenizer
+from edge_translator.toolchain.testmodels import english_sentences
+
+from .conftest import REFERENCE, run_cli
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+MAX_INT8_BYTES = 85_000_000
+
+
+@pytest.fixture(scope="module")
+def full_hf(tmp_path_factory):
+    assert (REFERENCE / "config.json").is_file(), f"missing {REFERENCE}/config.json"
+    out = tmp_path_factory.mktemp("full") / "hf"
+    result = run_cli("test-model", "full", str(out), "--reference", str(REFERENCE))
+    assert result.returncode == 0, result.stderr.decode()
+    return out
+
+
+def test_full_model_matches_reference_config(full_hf):
+    config = json.loads((full_hf / "config.json").read_text())
+    reference = json.loads((REFERENCE / "config.json").read_text())
+    for key in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
+                "vocab_size", "pad_token_id", "decoder_start_token_id", "activation_function",
+                "max_position_embeddings", "scale_embedding"):
+        assert config[key] == reference[key], key
+    vocab = json.loads((full_hf / "vocab.json").read_text())
+    assert len(vocab) == 65001 and vocab["<pad>"] == 65000 and ">>cmn_Hans<<" in vocab
+
+
+def test_int8_bundle_size_and_parity(full_hf, tmp_path):
+    out = tmp_path / "int8"
+    result = run_cli("export", str(full_hf), str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    bundle = load_bundle(out)
+    total = sum(record["size"] for record in bundle.manifest["files"].values())
+    assert total <= MAX_INT8_BYTES, total
+    assert bundle.manifest["validation"]["fp32_parity"]["max_abs_logit_diff"] <= 1e-4
+    assert bundle.manifest["validation"]["int8_check"]["passed"]
+
+
+def test_fp32_greedy_equals_generate_on_200_sentences(full_hf, tmp_path):
+    out = tmp_path / "fp32"
+    result = run_cli("export", str(full_hf), str(out), "--quantize", "none")
+    assert result.returncode == 0, result.stderr.decode()
+    bundle = load_bundle(out)
+    tok = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                         bundle.pad_id)
+    seq = Seq2Seq.load(bundle)
+    model = transformers.MarianMTModel.from_pretrained(str(full_hf)).eval()
+    target = bundle.targets["zh-Hans"].id
+    sources = [tok.encode(s, target) for s in english_sentences(200, seed=21)]
+    new_tokens = 12
+    for start in range(0, len(sources), 50):
+        batch = sources[start:start + 50]
+        ours = seq.greedy_all(batch, new_tokens)
+        ids, mask = seq.pad(batch)
+        with torch.no_grad():
+            ref = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                                 num_beams=1, do_sample=False, max_new_tokens=new_tokens, max_length=None)
+        for hyp, row in zip(ours, ref.tolist()):
+            row = row[1:]
+            if bundle.eos_id in row:
+                row = row[: row.index(bundle.eos_id)]
+            assert list(hyp.ids) == row
