@@ -176,14 +176,15 @@ class Seq2Seq:
             for slot, row in enumerate(rows):
                 out = outputs[row]
                 token = int(chosen[slot])
-                if self.forced_eos and len(out) == limits[row] - 1:
-                    token = eos
+                last = len(out) + 1 >= limits[row]
                 stop = None
                 if token == eos:
-                    stop = EOS if not (self.forced_eos and len(out) == limits[row] - 1) else LENGTH
+                    stop = EOS
+                elif last and self.forced_eos:
+                    stop = LENGTH  # generate() forces </s> in the last allowed position
                 else:
                     out.append(token)
-                    if len(out) >= limits[row]:
+                    if last:
                         stop = LENGTH
                     elif guard is not None and (cut := guard.loop_start(out)) is not None:
                         del out[cut:]
