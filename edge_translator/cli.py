@@ -105,6 +105,16 @@ def cmd_test_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_demo(args: argparse.Namespace) -> int:
+    """Train, export and evaluate the small embedded demo model."""
+    from .toolchain.train import TrainOptions, run
+
+    options = TrainOptions(seed=args.seed, time_budget_minutes=args.minutes, threads=args.threads)
+    out = run(args.work, args.out, options, force=args.force)
+    _print_summary(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``edge-translator`` command."""
     from . import __version__
@@ -145,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--seed", type=int, default=0)
     tm.add_argument("--force", action="store_true")
     tm.set_defaults(func=cmd_test_model)
+
+    td = sub.add_parser("train-demo", help="train the small Tatoeba demo model and export it (extra 'train')")
+    td.add_argument("out", help="bundle directory to write, e.g. models/tatoeba-en-zh")
+    td.add_argument("--work", default="work/train-demo", help="data, tokenizers and checkpoints (resumable)")
+    td.add_argument("--minutes", type=float, default=75.0, help="training time budget")
+    td.add_argument("--seed", type=int, default=1)
+    td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    td.set_defaults(func=cmd_train_demo)
     return parser
 
 
