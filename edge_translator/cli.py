@@ -38,6 +38,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise InputError("nothing to translate: give TEXT, or - to read standard input")
     else:
         text = " ".join(args.text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError("the TEXT argument is not valid UTF-8; fix the terminal encoding "
+                             "or pipe the text through standard input") from None
     options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length)
     translator = Translator.load(args.model, threads=args.threads)
     if args.target and args.target not in translator.bundle.targets:

@@ -56,3 +56,23 @@ def test_version_and_help():
     assert run_cli("--version").stdout.decode().startswith("edge-translator ")
     helped = run_cli("translate", "--help")
     assert helped.returncode == 0 and b"--model" in helped.stdout
+
+
+def test_invalid_utf8_argument_is_one_line_error(tiny_int8):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONUTF8": "1"}
+    result = subprocess.run([sys.executable, "-m", "edge_translator.cli", "translate", "--model", str(tiny_int8),
+                             b"caf\xe9"], capture_output=True, env=env)
+    err = result.stderr.decode()
+    assert result.returncode == 4 and "not valid UTF-8" in err and "Traceback" not in err
+
+
+def test_huge_input_is_translated_completely(tiny_int8):
+    text = ("This is sentence number one of many. " * 400).strip() + "\n"
+    result = run_cli("translate", "--model", str(tiny_int8), "-", stdin=text.encode())
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode()
+    assert out.count("。") + out.count(".") >= 400 and out.endswith("\n")

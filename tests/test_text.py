@@ -21,6 +21,12 @@ CASES = {
         ["Mail a.b@example.com or see https://example.com/A.Html now. ", "Ok."],
     "- first item\n- second item\n": ["- first item\n", "- second item\n"],
     "Para one.\n\nPara two.": ["Para one.\n\n", "Para two."],
+    "1. Buy milk.\n2. Call Bob. He waits.\n": ["1. Buy milk.\n", "2. Call Bob. ", "He waits.\n"],
+    "See No. 5 and Fig. 2 on Jan. 3. I said no. Then he left.":
+        ["See No. 5 and Fig. 2 on Jan. 3. ", "I said no. ", "Then he left."],
+    "He works at Apple Inc. The firm grew. Go to St. Louis now.":
+        ["He works at Apple Inc. ", "The firm grew. ", "Go to St. Louis now."],
+    "“Are you sure?” she asked. «Oui.» Next.": ["“Are you sure?” she asked. ", "«Oui.» ", "Next."],
 }
 
 

@@ -75,3 +75,27 @@ def test_bad_arguments(translator):
     with pytest.raises(ValueError):
         TranslateOptions(max_length=0)
     assert translator.translate("") == "" and translator.translate("  \n") == "  \n"
+
+
+def test_translate_batch_equals_one_by_one(translator):
+    texts = ["Good morning. Where is the station?", "", "The price is $5.\n\nThank you!", "Hello."]
+    one_by_one = [translator.translate(t) for t in texts]
+    fresh = Translator(translator.bundle, translator.model, translator.tokenizer)  # no cache
+    assert fresh.translate_batch(texts, TranslateOptions(batch_size=3)) == one_by_one
+
+
+def test_long_sentence_is_split_not_truncated(translator):
+    words = [f"word{i % 50}" for i in range(400)]
+    text = " ".join(words[:200]) + ", " + " ".join(words[200:]) + "."
+    results = list(translator.translate_iter(text))
+    limit = translator.bundle.max_positions - 2
+    assert len(results) > 2
+    assert all(len(translator.tokenizer.pieces_of(r.source)) <= limit for r in results)
+    assert "".join(r.source + r.separator for r in results) == text
+
+
+def test_invalid_unicode_is_refused(translator):
+    from edge_translator.core.errors import InputError
+
+    with pytest.raises(InputError, match="surrogate"):
+        translator.translate("bad \udcff text")

@@ -11,15 +11,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Words that end with a period but do not end a sentence.
+#: Words that end with a period but do not end a sentence (titles, Latin, initials).
 TITLES = frozenset("""
-mr mrs ms dr prof sr jr st mt rev gen col lt sgt capt cmdr gov sen rep hon pres supt
-vs v cf al fig figs no nos vol vols pp p ch sec art dept est approx inc ltd co corp bros
-jan feb mar apr jun jul aug sep sept oct nov dec mon tue tues wed thu thur thurs fri sat sun
-e.g i.e a.k.a u.s u.k u.n e.u ph.d b.a m.a d.c u.s.a
+mr mrs ms dr prof sr jr st mt rev gen col lt sgt capt cmdr gov sen rep hon pres supt messrs
+vs v cf al e.g i.e a.k.a viz u.s u.k u.n e.u d.c u.s.a
+""".split())
+#: Abbreviations usually followed by a number ("No. 5", "Jan. 3"): a boundary otherwise.
+BEFORE_NUMBER = frozenset("""
+no nos vol vols p pp fig figs ch sec art op ed jan feb mar apr jun jul aug sep sept oct nov dec
 """.split())
 #: Abbreviations that often end a sentence too: a boundary only before a capital.
-SOMETIMES_FINAL = frozenset("etc a.m p.m am pm".split())
+SOMETIMES_FINAL = frozenset("etc a.m p.m am pm inc ltd co corp bros est approx dept ph.d b.a m.a".split())
+#: A list marker at the start of a line: "1.", "a.", "iv.".
+_LIST_MARKER = re.compile(r"\s*(?:\d{1,3}|[a-z]|[ivxlc]{1,5})\.", re.I)
 
 _END = re.compile(r"""(?:\.{3}|…|[.!?])[.!?…]*["'”’)\]}»]*""")
 _URLISH = re.compile(r"(?:://|www\.|@|\.(?:com|org|net|edu|gov|io|cn|html?)\b)", re.I)
@@ -58,8 +62,12 @@ def _is_boundary(text: str, mark_start: int, mark_end: int) -> bool:
             token = _word_before(text, mark_end) + stripped.split(None, 1)[0]
             return (len(core) >= 2 and core.isalpha() and nxt.isupper() and len(stripped) > 1
                     and stripped[1].islower() and not _URLISH.search(token))
+        if _LIST_MARKER.fullmatch(text[: mark_start + 1]):
+            return False
         if core in SOMETIMES_FINAL:
             return nxt.isupper()
+        if core in BEFORE_NUMBER:
+            return not nxt.isdigit()
         if core in TITLES or (len(core) == 1 and core.isalpha()):
             return False
         if re.fullmatch(r"(?:[a-z]\.)+[a-z]", core):  # dotted initials such as u.s.a

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bundle import Bundle, load_bundle
-from .decode import RepetitionGuard, Seq2Seq
-from .errors import BundleError
+from .decode import LENGTH, RepetitionGuard, Seq2Seq
+from .errors import BundleError, InputError
 from .text import Segment, segment
 from .tokenizer import Tokenizer
 
@@ -139,63 +139,98 @@ class Translator:
         limit = options.max_length or 2 * source_len + 10
         return max(1, min(limit, self.bundle.max_positions))
 
+    def _segments(self, text: str) -> list[Segment]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, not {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"text is not valid Unicode (a lone surrogate at character {exc.start}); "
+                             "pass UTF-8 text") from None
+        return segment(text, self.tokenizer, self.bundle.max_positions - 2)
+
     def translate_iter(self, text: str, options: TranslateOptions | None = None) -> Iterator[SentenceResult]:
         """Translate ``text`` lazily, one sentence at a time, in input order.
 
-        Closing the generator stops the work that is not done yet.
+        Work starts on iteration; closing the generator stops the work not done yet.
+
+        Raises:
+            TypeError: If ``text`` is not a string.
+            InputError: If ``text`` holds characters that are not valid Unicode.
+            ValueError: If the options ask for a target the model does not offer.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"text must be str, not {type(text).__name__}")
         options = options or TranslateOptions()
         target_id = self._target_id(options)
-        guard = RepetitionGuard() if options.repetition_guard else None
-        segments = segment(text, self.tokenizer, self.bundle.max_positions - 2)
+        segments = self._segments(text)
         for start in range(0, len(segments), options.batch_size):
-            chunk = segments[start: start + options.batch_size]
-            yield from self._translate_chunk(chunk, target_id, guard, options)
+            yield from self._translate_segments(segments[start: start + options.batch_size], target_id, options)
 
-    def _translate_chunk(self, chunk: list[Segment], target_id: int, guard, options) -> Iterator[SentenceResult]:
-        results: list[SentenceResult | None] = [None] * len(chunk)
-        todo, sources, limits = [], [], []
-        for i, seg in enumerate(chunk):
+    def _translate_segments(self, segments: list[Segment], target_id: int,
+                            options: TranslateOptions) -> Iterator[SentenceResult]:
+        """Translate segments (cache first, then batches sorted by length); yield in order."""
+        guard = RepetitionGuard() if options.repetition_guard else None
+        results: list[SentenceResult | None] = [None] * len(segments)
+        todo: list[tuple[int, tuple]] = []
+        for i, seg in enumerate(segments):
             if not seg.text.strip():
                 results[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options)
                 continue
-            key = (seg.text.strip(), target_id, options.max_length, options.repetition_guard)
+            key = (" ".join(seg.text.split()), target_id, options.max_length, options.repetition_guard)
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
                     self._cache.move_to_end(key)
             if hit is not None:
                 results[i] = SentenceResult(seg.text, hit[0], hit[1], hit[2], seg.separator, options)
-                continue
-            ids = self.tokenizer.encode(seg.text, target_id)
-            todo.append((i, key))
-            sources.append(ids)
-            limits.append(self._limit(len(ids), options))
-        order = sorted(range(len(sources)), key=lambda k: len(sources[k]))
-        decoded = self.model.greedy([sources[k] for k in order], [limits[k] for k in order], guard=guard)
-        try:
-            for row, hyp in decoded:
-                i, key = todo[order[row]]
-                text = self.tokenizer.decode(hyp.ids)
-                with self._lock:
-                    self._cache[key] = (text, hyp.ids, hyp.stop)
-                    while len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
-                seg = chunk[i]
-                results[i] = SentenceResult(seg.text, text, hyp.ids, hyp.stop, seg.separator, options)
-        finally:
-            decoded.close()
-        yield from results  # type: ignore[misc]
+            else:
+                todo.append((i, key))
+        sources = {i: self.tokenizer.encode(segments[i].text, target_id) for i, _ in todo}
+        todo.sort(key=lambda item: len(sources[item[0]]))
+        emitted = 0
+        for start in range(0, len(todo), options.batch_size):
+            batch = todo[start: start + options.batch_size]
+            ids = [sources[i] for i, _ in batch]
+            decoded = self.model.greedy(ids, [self._limit(len(s), options) for s in ids], guard=guard)
+            try:
+                for row, hyp in decoded:
+                    i, key = batch[row]
+                    text = self.tokenizer.decode(hyp.ids)
+                    if hyp.stop == LENGTH:
+                        logger.warning("translation of %r reached the length limit (%d tokens)",
+                                       segments[i].text[:60], len(hyp.ids))
+                    with self._lock:
+                        self._cache[key] = (text, hyp.ids, hyp.stop)
+                        while len(self._cache) > self._cache_size:
+                            self._cache.popitem(last=False)
+                    seg = segments[i]
+                    results[i] = SentenceResult(seg.text, text, hyp.ids, hyp.stop, seg.separator, options)
+            finally:
+                decoded.close()
+            while emitted < len(results) and results[emitted] is not None:
+                yield results[emitted]
+                emitted += 1
+        yield from results[emitted:]  # type: ignore[misc]
 
     def translate(self, text: str, options: TranslateOptions | None = None) -> str:
         """Translate ``text``; paragraph breaks and surrounding whitespace are kept."""
         return join_results(self.translate_iter(text, options))
 
     def translate_batch(self, texts: list[str], options: TranslateOptions | None = None) -> list[str]:
-        """Translate several texts; returns one translation per text."""
-        return [self.translate(t, options) for t in texts]
+        """Translate many texts at once: their sentences share batches. One output per text."""
+        options = options or TranslateOptions()
+        target_id = self._target_id(options)
+        owners, segments = [], []
+        for n, text in enumerate(texts):
+            for seg in self._segments(text):
+                owners.append(n)
+                segments.append(seg)
+        per_text: list[list[SentenceResult]] = [[] for _ in texts]
+        window = options.batch_size * 16
+        for start in range(0, len(segments), window):
+            chunk = segments[start: start + window]
+            for k, result in enumerate(self._translate_segments(chunk, target_id, options)):
+                per_text[owners[start + k]].append(result)
+        return [join_results(results) for results in per_text]
 
 
 def render(results) -> Iterator[str]:
