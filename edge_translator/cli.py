@@ -120,6 +120,35 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Benchmark this runtime against PyTorch and CTranslate2 and write the report."""
+    from .toolchain import bench
+
+    command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench"
+    if args.smoke:
+        # The tiny fixtures: shows the harness works end to end in seconds; the figures mean nothing.
+        from .toolchain.testmodels import english_sentences
+
+        fixtures = Path(args.fixtures)
+        work = Path(args.work)
+        work.mkdir(parents=True, exist_ok=True)
+        ct2 = bench.convert_ct2(fixtures / "tiny-marian", work / "tiny-ct2")
+        options = bench.BenchOptions(threads=args.threads, rounds=1, new_tokens=8, batched_new_tokens=8,
+                                     batched_sentences=16, batch_sizes=(1, 8), latency_runs=2, cold_runs=1)
+        result = bench.run_benchmark(fixtures / "tiny-int8", fixtures / "tiny-fp32", fixtures / "tiny-marian", ct2,
+                                     english_sentences(32, 5), options, command)
+        result.model = "SMOKE RUN on the tiny test fixtures: these figures only show that the harness works."
+    else:
+        int8, fp32, hf, ct2 = bench.prepare_models(Path(args.work), Path(args.reference), args.threads)
+        options = bench.BenchOptions(threads=args.threads, rounds=args.rounds)
+        result = bench.run_benchmark(int8, fp32, hf, ct2, bench.prose_sentences(), options, command)
+    path = bench.write_report(result, Path(args.out))
+    print(f"wrote {path}")
+    for name, rate in result.batch1_tok_s.items():
+        print(f"batch 1  {name:10s} {rate:9.1f} tok/s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``edge-translator`` command."""
     from . import __version__
@@ -169,6 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     td.set_defaults(func=cmd_train_demo)
+
+    be = sub.add_parser("bench", help="benchmark against PyTorch and CTranslate2 (extra 'bench')")
+    be.add_argument("--work", default="work/bench", help="where the full-shape model and conversions are kept")
+    be.add_argument("--reference", default="../shared/reference/opus-mt-en-zh",
+                    help="directory with the real model's config.json")
+    be.add_argument("--out", default="docs", help="directory for benchmarks.md, .json and the plot")
+    be.add_argument("--threads", type=int, default=2)
+    be.add_argument("--rounds", type=int, default=5)
+    be.add_argument("--smoke", action="store_true", help="run on the tiny test fixtures (checks the harness only)")
+    be.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
+    be.set_defaults(func=cmd_bench)
     return parser
 
 

