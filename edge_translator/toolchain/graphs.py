@@ -5,8 +5,10 @@ decoder layer's cross-attention K/V. The decoder graph runs one step (or a few t
 takes self-attention K/V of any length, zero included, so the first step needs no second
 graph, and returns the logits and the grown K/V.
 
-Writing the graphs ourselves, rather than tracing PyTorch, lets every weight be stored
-once: both graphs point into one ``weights.bin``, where identical tensors share bytes, and
+The graphs use ONNX Runtime's fused CPU operators (``MultiHeadAttention`` with the K/V
+cache, ``SkipLayerNormalization``, ``DynamicQuantizeMatMul``), so one decoder step runs
+about a hundred nodes instead of several hundred. Writing the graphs ourselves, rather
+than tracing PyTorch, also lets every weight be stored once: both graphs point into one ``weights.bin``, where identical tensors share bytes, and
 with INT8 the one quantized embedding matrix serves the lookup and the tied output layer.
 """
 
@@ -113,6 +115,15 @@ class GraphBuilder:
         self.nodes.append(helper.make_node(op_type, inputs, outs, name=node_name, domain=domain, **attrs))
         return outs if outputs > 1 else outs[0]
 
+    def rename(self, tensor: str, new_name: str) -> str:
+        """Give a node output its graph-output name, so no Identity copy is needed."""
+        for node in self.nodes:
+            for field_ in (node.input, node.output):
+                for k, value in enumerate(field_):
+                    if value == tensor:
+                        field_[k] = new_name
+        return new_name
+
     def ints(self, name: str, values) -> str:
         """An int64 constant."""
         return self.const(name, np.asarray(values, dtype=np.int64))
@@ -135,12 +146,6 @@ class GraphBuilder:
         if bias is None:
             return out
         return self.op("Add", [out, self.const(f"{name}.bias", bias)], name=f"{name}.add")
-
-    def layer_norm(self, x: str, gamma: np.ndarray, beta: np.ndarray, eps: float, name: str) -> str:
-        """LayerNormalization over the last axis."""
-        return self.op("LayerNormalization",
-                       [x, self.const(f"{name}.weight", gamma), self.const(f"{name}.bias", beta)],
-                       name=name, axis=-1, epsilon=eps)
 
     def activation(self, x: str, kind: str, name: str) -> str:
         """The feed-forward activation, in standard operators."""
@@ -201,12 +206,10 @@ class GraphBuilder:
         shape = self.op("Shape", [tensor], name=f"{name}.shape")
         return self.op("Gather", [shape, self.ints(f"c.idx{axis}", axis)], name=name, axis=0)
 
-    def padding_bias(self, mask: str, name: str) -> str:
-        """[B, 1, 1, S] additive bias: 0 for tokens, -1e9 for padding."""
-        as_float = self.op("Cast", [mask], name=f"{name}.cast", to=1)
-        inverted = self.op("Sub", [self.scalar("c.one", 1.0), as_float], name=f"{name}.inv")
-        bias = self.op("Mul", [inverted, self.scalar("c.neg_inf", NEG_INF)], name=f"{name}.mul")
-        return self.op("Unsqueeze", [bias, self.ints("c.axes12", [1, 2])], name=name)
+    def split_last(self, x: str, parts: int, width: int, name: str) -> list[str]:
+        """[B, T, parts*width] → ``parts`` tensors [B, T, width]."""
+        return self.op("Split", [x, self.ints(f"c.split{parts}x{width}", [width] * parts)], name=name,
+                       outputs=parts, axis=-1)
 
     def split_heads(self, x: str, parts: int, heads: int, head_dim: int, name: str) -> list[str]:
         """[B, T, parts*D] → ``parts`` tensors of shape [B, H, T, Dh]."""
@@ -218,16 +221,29 @@ class GraphBuilder:
         return self.op("Split", [moved, self.ints(f"c.split{parts}x{heads}", [heads] * parts)],
                        name=f"{name}.split", outputs=parts, axis=1)
 
-    def attend(self, q: str, k: str, v: str, bias: str | None, d_model: int, name: str) -> str:
-        """Scaled dot-product attention (the scale is folded into q) → [B, T, D]."""
-        k_t = self.op("Transpose", [k], name=f"{name}.kt", perm=[0, 1, 3, 2])
-        scores = self.op("MatMul", [q, k_t], name=f"{name}.scores")
-        if bias is not None:
-            scores = self.op("Add", [scores, bias], name=f"{name}.masked")
-        probs = self.op("Softmax", [scores], name=f"{name}.softmax", axis=-1)
-        context = self.op("MatMul", [probs, v], name=f"{name}.context")
-        merged = self.op("Transpose", [context], name=f"{name}.merge", perm=[0, 2, 1, 3])
-        return self.op("Reshape", [merged, self.ints("c.model_dim", [0, 0, d_model])], name=f"{name}.flat")
+    def mha(self, q: str, k: str, v: str, heads: int, name: str, mask: str = "", bias: str = "",
+            past: tuple[str, str] | None = None):
+        """ONNX Runtime's fused MultiHeadAttention (scale folded into q, so ``scale=1``).
+
+        Args:
+            q: Queries [B, T, D].
+            k, v: Keys and values, [B, S, D], or [B, H, S, Dh] when precomputed.
+            heads: Number of heads.
+            mask: Key padding mask [B, S] (int32, 1 = attend).
+            bias: Additive attention bias broadcastable to [B, H, T, S+past].
+            past: Past (key, value) [B, H, P, Dh]; the node then also returns the presents.
+        """
+        inputs = [q, k, v, "", mask, bias, *(past or ())]
+        while inputs[-1] == "":
+            inputs.pop()
+        return self.op("MultiHeadAttention", inputs, name=name, domain=MS_DOMAIN,
+                       outputs=3 if past else 1, num_heads=heads, scale=1.0)
+
+    def add_norm(self, x: str, residual: str, gamma: np.ndarray, beta: np.ndarray, eps: float, name: str) -> str:
+        """LayerNorm(x + residual) as one fused SkipLayerNormalization."""
+        return self.op("SkipLayerNormalization",
+                       [x, residual, self.const(f"{name}.weight", gamma), self.const(f"{name}.bias", beta)],
+                       name=name, domain=MS_DOMAIN, epsilon=eps)
 
     # -- output -----------------------------------------------------------------------
     def model(self, shared: SharedWeights, weights_file: str, doc: str):
@@ -309,21 +325,19 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
     length = g.dim("input_ids", 1, "encoder.length")
     _, pos = g.positions(w.encoder_positions, g.ints("c.zero_i", 0), length, "encoder.embed_positions")
     h = g.op("Add", [embedded, pos], name="encoder.embed_add")
-    bias = g.padding_bias("attention_mask", "encoder.mask_bias")
+    mask = g.op("Cast", ["attention_mask"], name="encoder.mask_i32", to=TensorProto.INT32)
     for i, layer in enumerate(w.encoder_layers):
         p = f"encoder.layers.{i}"
         qkv_w, qkv_b = _qkv(layer, "sa_", dhd ** -0.5, "qkv")
         qkv = g.linear(h, qkv_w, qkv_b, f"{p}.self_attn.qkv")
-        q, k, v = g.split_heads(qkv, 3, dh, dhd, f"{p}.self_attn")
-        attn = g.attend(q, k, v, bias, s.d_model, f"{p}.self_attn")
+        q, k, v = g.split_last(qkv, 3, s.d_model, f"{p}.self_attn.split")
+        attn = g.mha(q, k, v, dh, f"{p}.self_attn", mask=mask)
         attn = g.linear(attn, layer["sa_o_w"], layer["sa_o_b"], f"{p}.self_attn.out")
-        h = g.layer_norm(g.op("Add", [h, attn], name=f"{p}.res1"), layer["ln1_g"], layer["ln1_b"],
-                         s.layer_norm_eps, f"{p}.self_attn_layer_norm")
+        h = g.add_norm(attn, h, layer["ln1_g"], layer["ln1_b"], s.layer_norm_eps, f"{p}.self_attn_layer_norm")
         ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
         ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
-        h = g.layer_norm(g.op("Add", [h, ff], name=f"{p}.res2"), layer["ln2_g"], layer["ln2_b"],
-                         s.layer_norm_eps, f"{p}.final_layer_norm")
-    g.nodes.append(_identity(h, "last_hidden_state"))
+        h = g.add_norm(ff, h, layer["ln2_g"], layer["ln2_b"], s.layer_norm_eps, f"{p}.final_layer_norm")
+    g.rename(h, "last_hidden_state")
     g.outputs = [_value("last_hidden_state", TensorProto.FLOAT, ["batch", "source_length", s.d_model])]
     hd, hdd = s.decoder_heads, s.d_model // s.decoder_heads
     for i, layer in enumerate(w.decoder_layers):
@@ -332,16 +346,10 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
         kv = g.linear("last_hidden_state", kv_w, kv_b, f"{p}.kv")
         k, v = g.split_heads(kv, 2, hd, hdd, p)
         for kind, tensor in (("key", k), ("value", v)):
-            g.nodes.append(_identity(tensor, f"cross_{kind}.{i}"))
+            g.rename(tensor, f"cross_{kind}.{i}")
             g.outputs.append(_value(f"cross_{kind}.{i}", TensorProto.FLOAT,
                                     ["batch", hd, "source_length", hdd]))
     return g
-
-
-def _identity(src: str, dst: str):
-    from onnx import helper
-
-    return helper.make_node("Identity", [src], [dst], name=f"{dst}.out")
 
 
 def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool = False) -> GraphBuilder:
@@ -364,46 +372,42 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
     new = g.dim("input_ids", 1, "decoder.new_length")
     new_pos, pos = g.positions(w.decoder_positions, past, new, "decoder.embed_positions")
     h = g.op("Add", [embedded, pos], name="decoder.embed_add")
-    cross_bias = g.padding_bias("encoder_attention_mask", "decoder.cross_bias")
-    # Causal bias [T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
+    cross_mask = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_mask", to=TensorProto.INT32)
+    # Causal bias [1, 1, T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
     query_pos = g.op("Unsqueeze", [new_pos, g.ints("c.axis1", [1])],
                      name="decoder.causal.q")
     total = g.op("Add", [past, new], name="decoder.total_length")
     key_pos = g.op("Range", [g.ints("c.zero_i", 0), total, g.ints("c.one_i", 1)], name="decoder.causal.k")
     allowed = g.op("LessOrEqual", [key_pos, query_pos], name="decoder.causal.allowed")
     causal = g.op("Where", [allowed, g.scalar("c.zero", 0.0), g.scalar("c.neg_inf", NEG_INF)],
-                  name="decoder.causal_bias")
+                  name="decoder.causal_where")
+    causal = g.op("Unsqueeze", [causal, g.ints("c.axes01", [0, 1])], name="decoder.causal_bias")
     presents = {"key": [], "value": []}
     for i, layer in enumerate(w.decoder_layers):
         p = f"decoder.layers.{i}"
         qkv_w, qkv_b = _qkv(layer, "sa_", hd ** -0.5, "qkv")
         qkv = g.linear(h, qkv_w, qkv_b, f"{p}.self_attn.qkv")
-        q, k_new, v_new = g.split_heads(qkv, 3, heads, hd, f"{p}.self_attn")
-        k = g.op("Concat", [f"past_key.{i}", k_new], name=f"{p}.self_attn.k_cat", axis=2)
-        v = g.op("Concat", [f"past_value.{i}", v_new], name=f"{p}.self_attn.v_cat", axis=2)
+        q, k_new, v_new = g.split_last(qkv, 3, s.d_model, f"{p}.self_attn.split")
+        attn, k, v = g.mha(q, k_new, v_new, heads, f"{p}.self_attn", bias=causal,
+                           past=(f"past_key.{i}", f"past_value.{i}"))
         presents["key"].append(k)
         presents["value"].append(v)
-        attn = g.attend(q, k, v, causal, s.d_model, f"{p}.self_attn")
         attn = g.linear(attn, layer["sa_o_w"], layer["sa_o_b"], f"{p}.self_attn.out")
-        h = g.layer_norm(g.op("Add", [h, attn], name=f"{p}.res1"), layer["ln1_g"], layer["ln1_b"],
-                         s.layer_norm_eps, f"{p}.self_attn_layer_norm")
+        h = g.add_norm(attn, h, layer["ln1_g"], layer["ln1_b"], s.layer_norm_eps, f"{p}.self_attn_layer_norm")
         cq = g.linear(h, layer["ca_q_w"] * np.float32(hd ** -0.5), layer["ca_q_b"] * np.float32(hd ** -0.5),
                       f"{p}.encoder_attn.q")
-        (cq,) = g.split_heads(cq, 1, heads, hd, f"{p}.encoder_attn.q")
-        attn = g.attend(cq, f"cross_key.{i}", f"cross_value.{i}", cross_bias, s.d_model, f"{p}.encoder_attn")
+        attn = g.mha(cq, f"cross_key.{i}", f"cross_value.{i}", heads, f"{p}.encoder_attn", mask=cross_mask)
         attn = g.linear(attn, layer["ca_o_w"], layer["ca_o_b"], f"{p}.encoder_attn.out")
-        h = g.layer_norm(g.op("Add", [h, attn], name=f"{p}.res2"), layer["ln2_g"], layer["ln2_b"],
-                         s.layer_norm_eps, f"{p}.encoder_attn_layer_norm")
+        h = g.add_norm(attn, h, layer["ln2_g"], layer["ln2_b"], s.layer_norm_eps, f"{p}.encoder_attn_layer_norm")
         ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
         ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
-        h = g.layer_norm(g.op("Add", [h, ff], name=f"{p}.res3"), layer["ln3_g"], layer["ln3_b"],
-                         s.layer_norm_eps, f"{p}.final_layer_norm")
+        h = g.add_norm(ff, h, layer["ln3_g"], layer["ln3_b"], s.layer_norm_eps, f"{p}.final_layer_norm")
     logits = _output_projection(g, w, h, untie_output)
-    g.nodes.append(_identity(logits, "logits"))
+    g.rename(logits, "logits")
     g.outputs = [_value("logits", TensorProto.FLOAT, ["batch", "new_length", w.lm_head.shape[0]])]
     for kind in ("key", "value"):
         for i, tensor in enumerate(presents[kind]):
-            g.nodes.append(_identity(tensor, f"present_{kind}.{i}"))
+            g.rename(tensor, f"present_{kind}.{i}")
             g.outputs.append(_value(f"present_{kind}.{i}", TensorProto.FLOAT,
                                     ["batch", heads, "total_length", hd]))
     return g
