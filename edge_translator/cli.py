@@ -73,7 +73,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         )
     if args.calibrate and not Path(args.calibrate).is_file():
         raise InputError(f"calibration file {args.calibrate} does not exist")
-    out = export(args.src, args.out, ExportOptions(quantize=quant, force=args.force, name=args.name))
+    out = export(args.src, args.out, ExportOptions(quantize=quant, force=args.force, name=args.name,
+                                                   restrict_output=args.restrict_output))
     _print_summary(out)
     return 0
 
@@ -89,6 +90,9 @@ def _print_summary(out: Path) -> None:
     if parity:
         print(f"FP32 vs PyTorch: max |logit diff| {parity['max_abs_logit_diff']:.2e} "
               f"over {parity['sentences']} sentences")
+    restricted = validation.get("restriction_agreement")
+    if restricted:
+        print(f"restricted vs full output layer: {restricted['identical']}/{restricted['sentences']} identical")
     agreement = validation.get("int8_agreement")
     if agreement:
         print(f"INT8 vs FP32 greedy: {agreement['identical']}/{agreement['sentences']} sentences identical, "
@@ -178,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--op-types", default="MatMul,Gather", help="operator types to quantize (MatMul,Gather)")
     ex.add_argument("--exclude-nodes", nargs="+", metavar="NODE", help="node names to keep in float32")
     ex.add_argument("--name", help="model name recorded in bundle.json")
+    ex.add_argument("--restrict-output", action="store_true",
+                    help="compute logits only for target-side pieces (fewer bytes per step)")
     ex.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     ex.set_defaults(func=cmd_export)
 

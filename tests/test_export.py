@@ -203,3 +203,30 @@ def test_static_int8_calibrated(tmp_path, tiny_hf):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     assert "no sentences" in _refusal([str(tiny_hf), str(tmp_path / "q2"), "--calibrate", str(empty)])
+
+
+def test_restricted_output_layer(tmp_path, tiny_hf, tiny_fp32):
+    from edge_translator.core.decode import Seq2Seq
+    from edge_translator.toolchain.testmodels import english_sentences
+
+    out = tmp_path / "restricted"
+    result = run_cli("export", str(tiny_hf), str(out), "--quantize", "none", "--restrict-output")
+    assert result.returncode == 0, result.stderr.decode()
+    restricted = load_bundle(out)
+    ids = restricted.output_ids
+    vocab = json.loads((tiny_hf / "vocab.json").read_text())
+    assert 0 in ids and 1 in ids and vocab["<pad>"] not in ids and len(ids) < len(vocab) * 0.7
+    assert restricted.manifest["validation"]["restriction_agreement"]["identical"] == 12
+    full = Seq2Seq.load(load_bundle(tiny_fp32), threads=1)
+    small = Seq2Seq.load(restricted, threads=1)
+    src, mask = full.pad([[2, 40, 41, 42, 0], [2, 50, 0]])
+    start = np.full((2, 1), restricted.decoder_start_id, np.int64)
+    logits_full = full.step(start, mask, full.empty_cache(2), full.empty_cache(2), *full.encode(src, mask))[0]
+    logits_small = small.step(start, mask, small.empty_cache(2), small.empty_cache(2), *small.encode(src, mask))[0]
+    assert logits_small.shape[-1] == len(ids)
+    np.testing.assert_allclose(logits_small, logits_full[..., ids], atol=1e-5)
+    from edge_translator.core.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(restricted.source_spm, restricted.target_spm, restricted.vocab, 0, 1, restricted.pad_id)
+    sources = [tok.encode(s, 2) for s in english_sentences(60, seed=31)]
+    assert small.greedy_all(sources, 20) == full.greedy_all(sources, 20)

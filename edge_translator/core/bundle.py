@@ -96,6 +96,19 @@ class Bundle:
         return self.path / name
 
     @property
+    def output_ids(self):
+        """Vocabulary ids of the logits' columns when the output layer is restricted, else ``None``."""
+        spec = self.manifest.get("output_vocabulary")
+        if not spec:
+            return None
+        import numpy as np
+
+        ids = np.fromfile(self.file(spec["file"]), dtype="<i4").astype(np.int64)
+        if len(ids) != spec.get("size"):
+            raise BundleError(f"{self.file(spec['file'])} holds {len(ids)} ids, bundle.json says {spec.get('size')}")
+        return ids
+
+    @property
     def source_spm(self) -> Path:
         """The source-side SentencePiece model."""
         return self.file(self.manifest["tokenizer"]["source_spm"])

@@ -75,6 +75,13 @@ class Seq2Seq:
         self.heads = bundle.num_heads
         self.head_dim = bundle.head_dim
         self.forced_eos = bool(bundle.manifest.get("generation", {}).get("forced_eos", False))
+        self.output_ids = bundle.output_ids
+        if self.output_ids is None:
+            self._pad_column, self._eos_column = bundle.pad_id, bundle.eos_id
+        else:
+            columns = {int(v): k for k, v in enumerate(self.output_ids)}
+            self._pad_column = columns.get(bundle.pad_id)
+            self._eos_column = columns[bundle.eos_id]
         self._check_io()
 
     @classmethod
@@ -131,11 +138,17 @@ class Seq2Seq:
 
     # -- decoding -----------------------------------------------------------------------
     def next_tokens(self, logits: np.ndarray, allow_eos: bool = True) -> np.ndarray:
-        """Greedy choice from [B, V] logits, never the pad id (nor ``</s>`` if not allowed)."""
-        logits[:, self.bundle.pad_id] = -np.inf
+        """Greedy choice from [B, V] logits, never the pad id (nor ``</s>`` if not allowed).
+
+        With a restricted output layer, column k of the logits is vocabulary id
+        ``output_ids[k]``; the returned values are always vocabulary ids.
+        """
+        if self._pad_column is not None:
+            logits[:, self._pad_column] = -np.inf
         if not allow_eos:
-            logits[:, self.bundle.eos_id] = -np.inf
-        return logits.argmax(axis=-1)
+            logits[:, self._eos_column] = -np.inf
+        best = logits.argmax(axis=-1)
+        return best if self.output_ids is None else self.output_ids[best]
 
     def greedy(self, sources: list[list[int]], max_new_tokens: list[int], use_cache: bool = True,
                guard: RepetitionGuard | None = None, min_new_tokens: int = 0):

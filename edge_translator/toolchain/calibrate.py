@@ -69,7 +69,7 @@ def calibration_feeds(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sent
 
 
 def quantize_static_graphs(weights: MarianWeights, out: Path, quant: QuantizeOptions, model: Seq2Seq,
-                           tokenizer: Tokenizer, target_id: int) -> WrittenGraphs:
+                           tokenizer: Tokenizer, target_id: int, output_ids=None) -> WrittenGraphs:
     """Write QDQ-quantized ``encoder.onnx`` and ``decoder.onnx`` into ``out``.
 
     QDQ gives each tensor one quantization, so the output projection gets its own INT8
@@ -90,7 +90,7 @@ def quantize_static_graphs(weights: MarianWeights, out: Path, quant: QuantizeOpt
     with tempfile.TemporaryDirectory(prefix="edge-translator-qdq-") as tmp:
         fp32_dir = Path(tmp) / "fp32"
         fp32_dir.mkdir()
-        write_graphs(weights, QuantizeOptions(mode="none"), fp32_dir, untie_output=True)
+        write_graphs(weights, QuantizeOptions(mode="none"), fp32_dir, untie_output=True, output_ids=output_ids)
         for name, feeds in (("encoder", encoder_feeds), ("decoder", decoder_feeds)):
             reader = _Reader(feeds)
             target = Path(tmp) / f"{name}.onnx"

@@ -46,6 +46,10 @@ class ExportOptions:
     """Compare with PyTorch and measure INT8 agreement (turn off only for debugging)."""
     parity_tolerance: float = PARITY_TOLERANCE
     """Largest absolute logit difference allowed between FP32 graphs and PyTorch."""
+    restrict_output: bool = False
+    """Compute logits only for target-side pieces (those of ``target.spm``, plus ``</s>`` and
+    ``<unk>``): the output layer reads fewer bytes per step. Measure on a trained model
+    that it does not change the output before shipping such a bundle."""
 
 
 def _versions() -> dict[str, str]:
@@ -137,6 +141,18 @@ def _manifest(name: str, src: Path, weights: MarianWeights, vocab: dict[str, int
     }
 
 
+def target_output_ids(local: Path, vocab: dict[str, int], eos: int, unk: int):
+    """Vocabulary ids of the target SentencePiece model's pieces, plus ``</s>`` and ``<unk>``."""
+    import numpy as np
+    import sentencepiece
+
+    proc = sentencepiece.SentencePieceProcessor()
+    proc.Load(str(local / "target.spm"))
+    ids = {vocab[p] for p in (proc.id_to_piece(i) for i in range(proc.get_piece_size())) if p in vocab}
+    ids |= {eos, unk}
+    return np.asarray(sorted(ids), dtype=np.int64)
+
+
 def _write_manifest(directory: Path, manifest: dict) -> None:
     manifest["files"] = {p.name: file_record(p) for p in sorted(directory.iterdir())
                          if p.is_file() and p.name != MANIFEST}
@@ -182,21 +198,35 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
         name = options.name or Path(str(src)).name
         manifest = _manifest(name, local, weights, vocab, quant, _generation(local, weights))
         target_id = manifest["targets"][manifest["default_target"]]["id"]
+        output_ids = None
+        if options.restrict_output:
+            output_ids = target_output_ids(local, vocab, weights.shape.eos_id, manifest["special_ids"]["unk"])
+            output_ids.astype("<i4").tofile(staging / "output_ids.bin")
+            manifest["output_vocabulary"] = {"file": "output_ids.bin", "size": len(output_ids),
+                                             "source": "target.spm pieces, </s> and <unk>"}
         with tempfile.TemporaryDirectory(prefix="edge-translator-fp32-") as tmp:
             fp32_dir = Path(tmp)
             for directory in {staging, fp32_dir}:
                 for file in ("source.spm", "target.spm", "vocab.json"):
                     shutil.copyfile(local / file, directory / file)
             fp32_manifest = dict(manifest, quantization={"mode": "none"})
-            reference_dir = staging if quant.mode == "none" else fp32_dir
+            fp32_manifest.pop("output_vocabulary", None)
+            reference_dir = staging if quant.mode == "none" and output_ids is None else fp32_dir
             written = write_graphs(weights, QuantizeOptions(mode="none"), reference_dir)
             fp32_model, tokenizer = _open(reference_dir, fp32_manifest)
             validation: dict = {}
             if options.validate:
                 parity = logits_parity_checked(model, fp32_model, tokenizer, target_id, options.parity_tolerance)
                 validation["fp32_parity"] = parity
+            if quant.mode == "none" and output_ids is not None:
+                written = write_graphs(weights, quant, staging, output_ids=output_ids)
+                restricted, _ = _open(staging, manifest)
+                from .validate import int8_agreement
+
+                validation["restriction_agreement"] = int8_agreement(fp32_model, restricted, tokenizer, target_id)
             if quant.mode != "none":
-                written = _quantize(weights, quant, fp32_dir, staging, fp32_model, tokenizer, target_id)
+                written = _quantize(weights, quant, fp32_dir, staging, fp32_model, tokenizer, target_id,
+                                    output_ids)
                 check_int8(written.files, quant)
                 validation["int8_check"] = {"passed": True, "quantized_nodes": len(written.quantized_nodes)}
                 if options.validate:
@@ -234,9 +264,9 @@ def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, targ
 
 
 def _quantize(weights: MarianWeights, quant: QuantizeOptions, fp32_dir: Path, staging: Path,
-              fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int):
+              fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int, output_ids=None):
     if quant.mode == "dynamic":
-        return write_graphs(weights, quant, staging)
+        return write_graphs(weights, quant, staging, output_ids=output_ids)
     from .calibrate import quantize_static_graphs
 
-    return quantize_static_graphs(weights, staging, quant, fp32_model, tokenizer, target_id)
+    return quantize_static_graphs(weights, staging, quant, fp32_model, tokenizer, target_id, output_ids)

@@ -352,7 +352,8 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
     return g
 
 
-def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool = False) -> GraphBuilder:
+def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool = False,
+                  output_ids: np.ndarray | None = None) -> GraphBuilder:
     """The decoder step graph: new ids, past K/V (any length), cross K/V → logits, present K/V."""
     from onnx import TensorProto
 
@@ -402,9 +403,10 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
         ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
         h = g.add_norm(ff, h, layer["ln3_g"], layer["ln3_b"], s.layer_norm_eps, f"{p}.final_layer_norm")
-    logits = _output_projection(g, w, h, untie_output)
+    logits = _output_projection(g, w, h, untie_output, output_ids)
     g.rename(logits, "logits")
-    g.outputs = [_value("logits", TensorProto.FLOAT, ["batch", "new_length", w.lm_head.shape[0]])]
+    vocab = w.lm_head.shape[0] if output_ids is None else len(output_ids)
+    g.outputs = [_value("logits", TensorProto.FLOAT, ["batch", "new_length", vocab])]
     for kind in ("key", "value"):
         for i, tensor in enumerate(presents[kind]):
             g.rename(tensor, f"present_{kind}.{i}")
@@ -413,15 +415,31 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
     return g
 
 
-def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = False) -> str:
+def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = False,
+                       output_ids: np.ndarray | None = None) -> str:
     """Logits = h @ lm_head^T + final_logits_bias, sharing the embedding when tied.
 
-    ``untie`` writes the FP32 projection as its own [d_model, vocab] MatMul weight, for
-    quantizers that cannot give one tensor two quantizations (static QDQ).
+    Args:
+        g: The decoder graph being built.
+        w: The model's weights.
+        h: The final hidden states [B, T, D].
+        untie: Write the FP32 projection as its own [d_model, vocab] MatMul weight, for
+            quantizers that cannot give one tensor two quantizations (static QDQ).
+        output_ids: Compute logits only for these vocabulary ids (in this order). The rows
+            are gathered from the shared matrix by a constant node that ONNX Runtime folds
+            at load, so the file still stores the matrix once.
     """
+    vocab = w.lm_head.shape[0] if output_ids is None else len(output_ids)
+    full_bias = w.final_logits_bias if output_ids is None else w.final_logits_bias[output_ids]
+    rows = None if output_ids is None else g.ints("lm_head.output_ids", output_ids)
+
+    def select(table: str, name: str) -> str:
+        return table if rows is None else g.op("Gather", [table, rows], name=name, axis=0)
+
     if untie and not g.quant.quantizes("MatMul", "lm_head"):
-        return g.linear(h, np.ascontiguousarray(w.lm_head.T), w.final_logits_bias, "lm_head")
-    bias = g.const("final_logits_bias", w.final_logits_bias)
+        head = w.lm_head if output_ids is None else w.lm_head[output_ids]
+        return g.linear(h, np.ascontiguousarray(head.T), full_bias, "lm_head")
+    bias = g.const("final_logits_bias" if output_ids is None else "lm_head.bias", full_bias)
     tied = w.tied_output and not untie
     if g.quant.quantizes("MatMul", "lm_head"):
         if tied and g.quant.quantizes("Gather", "decoder.embed_tokens"):
@@ -429,16 +447,18 @@ def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = 
         else:
             wq, scale_v = quantize_weight(w.lm_head, g.quant.per_channel, axis=0)
             q, scale = g.const("lm_head.weight_q", wq), g.const("lm_head.scale", scale_v)
+        q = select(q, "lm_head.rows")
+        if g.quant.per_channel:
+            scale = select(scale, "lm_head.row_scales")
         q_t = g.op("Transpose", [q], name="lm_head.transpose", perm=[1, 0])
         g.quantized_nodes.append("lm_head")
         return g.op("DynamicQuantizeMatMul", [h, q_t, scale, "", bias], name="lm_head", domain=MS_DOMAIN)
-    table = g.const("embed_tokens.weight" if tied else "lm_head.weight", w.lm_head)
+    table = select(g.const("embed_tokens.weight" if tied else "lm_head.weight", w.lm_head), "lm_head.rows")
     flat = g.op("Reshape", [h, g.ints("c.flat", [-1, w.shape.d_model])], name="lm_head.flatten")
     logits = g.op("Gemm", [flat, table, bias], name="lm_head", transB=1)
     batch_time = g.op("Slice", [g.op("Shape", [h], name="lm_head.shape"), g.ints("c.zero_1", [0]),
                                 g.ints("c.two_1", [2])], name="lm_head.bt")
-    out_shape = g.op("Concat", [batch_time, g.ints("c.vocab", [w.lm_head.shape[0]])],
-                     name="lm_head.out_shape", axis=0)
+    out_shape = g.op("Concat", [batch_time, g.ints("c.vocab", [vocab])], name="lm_head.out_shape", axis=0)
     return g.op("Reshape", [logits, out_shape], name="lm_head.unflatten")
 
 
@@ -453,8 +473,8 @@ class WrittenGraphs:
     quantized_nodes: list[str]
 
 
-def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
-                 weights_file: str = "weights.bin", untie_output: bool = False) -> WrittenGraphs:
+def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_file: str = "weights.bin",
+                 untie_output: bool = False, output_ids: np.ndarray | None = None) -> WrittenGraphs:
     """Build both graphs and write ``encoder.onnx``, ``decoder.onnx`` and the shared weights.
 
     Args:
@@ -463,6 +483,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
         out: Directory to write into (it must exist).
         weights_file: Name of the shared external-data file.
         untie_output: Give the output projection its own weight (see :func:`_output_projection`).
+        output_ids: Restrict the logits to these vocabulary ids (see :func:`_output_projection`).
     """
     import onnx
 
@@ -471,7 +492,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path,
     files, quantized = {}, []
     try:
         for name, graph in (("encoder", build_encoder(w, build_quant)),
-                            ("decoder", build_decoder(w, build_quant, untie_output))):
+                            ("decoder", build_decoder(w, build_quant, untie_output, output_ids))):
             model = graph.model(shared, weights_file, f"edge-translator {name} for {w.shape.d_model}-d Marian")
             path = out / f"{name}.onnx"
             onnx.save_model(model, str(path))
