@@ -121,6 +121,31 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     options = TrainOptions(seed=args.seed, time_budget_minutes=args.minutes, threads=args.threads)
     out = run(args.work, args.out, options, force=args.force)
     _print_summary(out)
+    if args.evaluate:
+        from .toolchain.train import evaluate_choices
+
+        results = evaluate_choices(Path(args.work), out, Path(args.work) / "hf")
+        for name in ("pytorch_fp32", "onnx_fp32", "onnx_int8", "onnx_int8_fp32_embedding", "onnx_int8_restricted"):
+            r = results[name]
+            print(f"{name:26s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Score a bundle on held-out pairs with sacrebleu."""
+    import json
+
+    from .toolchain import evaluate
+
+    if args.torch:
+        result = evaluate.evaluate_torch(args.bundle, args.pairs, args.limit)
+    else:
+        result = evaluate.evaluate_bundle(args.bundle, args.pairs, args.limit, args.threads, args.batch_size)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['sentences']} sentences, "
+              f"{result['seconds']} s)  {result['signature']}")
     return 0
 
 
@@ -203,7 +228,19 @@ def build_parser() -> argparse.ArgumentParser:
     td.add_argument("--seed", type=int, default=1)
     td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    td.add_argument("--evaluate", action="store_true",
+                    help="also score PyTorch, FP32, INT8 and the INT8 choices on the test split")
     td.set_defaults(func=cmd_train_demo)
+
+    ev = sub.add_parser("eval", help="BLEU and chrF of a bundle on held-out pairs (extra 'eval')")
+    ev.add_argument("bundle", help="bundle directory (or, with --torch, a Hugging Face model directory)")
+    ev.add_argument("--pairs", required=True, help="TSV: en<TAB>zh, or Tatoeba's cmn_id, zh, en_id, en")
+    ev.add_argument("--limit", type=int, help="score only the first N pairs")
+    ev.add_argument("--threads", type=int)
+    ev.add_argument("--batch-size", type=int, default=32)
+    ev.add_argument("--torch", action="store_true", help="score the PyTorch model in BUNDLE instead")
+    ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    ev.set_defaults(func=cmd_eval)
 
     be = sub.add_parser("bench", help="benchmark against PyTorch and CTranslate2 (extra 'bench')")
     be.add_argument("--work", default="work/bench", help="where the full-shape model and conversions are kept")

@@ -240,19 +240,12 @@ def greedy_translate(model, hf: Path, sentences: list[str], batch: int = 64, max
     return out
 
 
-def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
-    """sacrebleu BLEU (tokenize "zh") and chrF."""
-    sacrebleu = require("sacrebleu", "train")
-    bleu = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="zh")
-    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
-    return {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2), "sentences": len(references),
-            "signature": str(bleu.get_signature())}
-
-
 def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]) -> Path:
     """Stage 3: train (resuming from ``ckpt/last.pt``); the best dev model is saved in ``hf/``."""
     torch = require("torch", "export")
     transformers = require("transformers", "export")
+    from . import evaluate
+
     transformers.utils.logging.set_verbosity_error()
     done = work / "ckpt" / "done.json"
     if done.is_file():
@@ -325,7 +318,7 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
             state["epoch"] += 1
             state["batch"] = 0
         hyps = greedy_translate(model, hf, [r[3] for r in dev_rows])
-        score = bleu_chrf(hyps, [r[1] for r in dev_rows])
+        score = evaluate.score(hyps, [r[1] for r in dev_rows])
         entry = {"epoch": state["epoch"], "step": state["step"], "minutes": round(state["elapsed"] / 60, 1),
                  "train_loss": round(sum(losses) / max(len(losses), 1), 4), "dev_bleu": score["bleu"],
                  "dev_chrf": score["chrf"]}
@@ -341,6 +334,46 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
     (hf / "generation_config.json").write_text(json.dumps(generation, indent=2))
     done.write_text(json.dumps({"best_dev_bleu": state["best_bleu"], "history": state["history"]}, indent=2))
     return hf
+
+
+def evaluate_choices(work: Path, bundle: Path, hf: Path) -> dict:
+    """Stage 5: test-split scores of PyTorch, ONNX FP32 and INT8, and the two INT8 choices.
+
+    Measures whether also quantizing the embedding costs quality, whether restricting the
+    output layer to target pieces changes any output, and how often INT8 output depends on
+    the batch a sentence shares. Writes ``eval.json`` in ``work``.
+    """
+    from . import evaluate
+    from .bench import dir_mb
+    from .export import ExportOptions, export
+    from .quantize import QuantizeOptions
+
+    test = work / "data" / "test.tsv"
+    variants = work / "variants"
+    results: dict = {"test_pairs": str(test)}
+    results["pytorch_fp32"] = evaluate.evaluate_torch(hf, test)
+    builds = {
+        "onnx_fp32": ExportOptions(quantize=QuantizeOptions(mode="none"), force=True),
+        "onnx_int8_fp32_embedding": ExportOptions(quantize=QuantizeOptions(op_types=("MatMul",)), force=True),
+        "onnx_int8_restricted": ExportOptions(force=True, restrict_output=True),
+    }
+    hyps: dict[str, list[str]] = {"onnx_int8": []}
+    results["onnx_int8"] = evaluate.evaluate_bundle(bundle, test, hypotheses_out=hyps["onnx_int8"])
+    results["onnx_int8"]["size_mb"] = dir_mb(bundle)
+    for name, options in builds.items():
+        path = export(hf, variants / name, options)
+        hyps[name] = []
+        results[name] = evaluate.evaluate_bundle(path, test, hypotheses_out=hyps[name])
+        results[name]["size_mb"] = dir_mb(path)
+    single: list[str] = []
+    evaluate.evaluate_bundle(bundle, test, batch_size=1, hypotheses_out=single)
+    total = len(hyps["onnx_int8"])
+    results["restriction_changed_outputs"] = sum(a != b for a, b in zip(hyps["onnx_int8"], hyps["onnx_int8_restricted"]))
+    results["int8_batch32_vs_batch1_changed_outputs"] = sum(a != b for a, b in zip(hyps["onnx_int8"], single))
+    results["sentences"] = total
+    (work / "eval.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    logger.info("evaluation: %s", json.dumps(results))
+    return results
 
 
 def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, force: bool = False) -> Path:

@@ -1,0 +1,94 @@
+"""Score a bundle (or the PyTorch model it came from) on held-out pairs: sacrebleu BLEU and chrF.
+
+Pairs are a UTF-8 TSV: either Tatoeba's four columns ``cmn_id, zh, en_id, en`` (the files
+``train-demo`` writes) or two columns ``en, zh``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from ..core.errors import InputError, require
+
+logger = logging.getLogger(__name__)
+
+
+def read_eval_pairs(path: str | Path, limit: int | None = None) -> tuple[list[str], list[str]]:
+    """English sources and Chinese references from a TSV.
+
+    Raises:
+        InputError: If the file is missing, not UTF-8, or has no usable rows.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"pairs file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"pairs file {path} is not UTF-8 (byte {exc.start})") from None
+    sources, references = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) == 4:
+            zh, en = cols[1], cols[3]
+        elif len(cols) == 2:
+            en, zh = cols
+        else:
+            raise InputError(f"{path}:{number}: expected 2 columns (en, zh) or 4 (cmn_id, zh, en_id, en), "
+                             f"found {len(cols)}")
+        sources.append(en.strip())
+        references.append(zh.strip())
+    if not sources:
+        raise InputError(f"pairs file {path} has no pairs")
+    if limit:
+        sources, references = sources[:limit], references[:limit]
+    return sources, references
+
+
+def score(hypotheses: list[str], references: list[str]) -> dict:
+    """sacrebleu corpus BLEU (``tokenize="zh"``) and chrF."""
+    require("sacrebleu", "eval")
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu, chrf = BLEU(tokenize="zh"), CHRF()
+    return {"bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
+            "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
+            "sentences": len(references), "signature": str(bleu.get_signature())}
+
+
+def evaluate_bundle(bundle: str | Path, pairs: str | Path, limit: int | None = None, threads: int | None = None,
+                    batch_size: int = 32, hypotheses_out: list | None = None) -> dict:
+    """Translate the pairs' English with a bundle (greedy, defaults) and score it.
+
+    Args:
+        hypotheses_out: If given, the translations are appended to it.
+    """
+    from ..core.translator import TranslateOptions, Translator
+
+    sources, references = read_eval_pairs(pairs, limit)
+    translator = Translator.load(bundle, threads=threads)
+    start = time.perf_counter()
+    hypotheses = translator.translate_batch(sources, TranslateOptions(batch_size=batch_size))
+    if hypotheses_out is not None:
+        hypotheses_out.extend(hypotheses)
+    result = score(hypotheses, references)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def evaluate_torch(model_dir: str | Path, pairs: str | Path, limit: int | None = None) -> dict:
+    """Translate with the PyTorch model (``generate``, greedy) and score it."""
+    transformers = require("transformers", "export")
+    from .train import greedy_translate
+
+    sources, references = read_eval_pairs(pairs, limit)
+    model = transformers.MarianMTModel.from_pretrained(str(model_dir)).eval()
+    start = time.perf_counter()
+    hypotheses = greedy_translate(model, Path(model_dir), sources)
+    result = score(hypotheses, references)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    return result
