@@ -123,3 +123,19 @@ def test_int8_bundle_decodes_deterministically(tiny_int8, fp32):
                              int8.empty_cache(2), int8.empty_cache(2),
                              *int8.encode(np.array([[5, 6, 0], [7, 8, 0]], np.int64), np.ones((2, 3), np.int64)))
     assert logits.shape == (2, 1, bundle.vocab_size) and k[0].shape == (2, bundle.num_heads, 1, bundle.head_dim)
+
+
+@pytest.mark.parametrize("beams", [2, 4])
+def test_beam_search_equals_transformers_generate(hf, fp32, beams):
+    model, _ = hf
+    seq, tok, bundle = fp32
+    sentences = english_sentences(100, seed=41 + beams)
+    sources = [tok.encode(s, bundle.targets["zh-Hans"].id) for s in sentences]
+    ours = dict(seq.beam(sources, [20] * len(sources), beams))
+    for i, src in enumerate(sources):
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.tensor([src]), attention_mask=torch.ones(1, len(src), dtype=torch.long),
+                                 num_beams=beams, do_sample=False, max_new_tokens=20, max_length=None)[0].tolist()[1:]
+        if bundle.eos_id in out:
+            out = out[: out.index(bundle.eos_id)]
+        assert list(ours[i].ids) == out, (sentences[i], ours[i], out)

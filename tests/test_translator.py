@@ -99,3 +99,14 @@ def test_invalid_unicode_is_refused(translator):
 
     with pytest.raises(InputError, match="surrogate"):
         translator.translate("bad \udcff text")
+
+
+def test_beam_option_decodes_and_differs_in_cache_key(translator):
+    text = "Where is the train station? The children walked home."
+    greedy = translator.translate(text)
+    beam = translator.translate(text, TranslateOptions(beam_size=4))
+    assert beam and greedy
+    results = list(translator.translate_iter(text, TranslateOptions(beam_size=4)))
+    assert all(r.options.beam_size == 4 and r.stop in ("eos", "length") for r in results)
+    with pytest.raises(ValueError, match="beam_size"):
+        TranslateOptions(beam_size=0)

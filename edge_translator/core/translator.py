@@ -64,7 +64,8 @@ class TranslateOptions:
     target: str | None = None
     """Target variant, ``"zh-Hans"`` or ``"zh-Hant"``; ``None`` means the bundle's default."""
     beam_size: int = 1
-    """Beam width; 1 is greedy (the only decoder built so far)."""
+    """Beam width; 1 is greedy. Beam search follows transformers' ``generate(num_beams=k)``;
+    the repetition guard applies to greedy decoding only."""
     max_length: int | None = None
     """Most new tokens per sentence; ``None`` derives it from the source length."""
     repetition_guard: bool = True
@@ -73,8 +74,8 @@ class TranslateOptions:
     """Sentences decoded together."""
 
     def __post_init__(self) -> None:
-        if self.beam_size != 1:
-            raise ValueError("beam_size must be 1: beam search is not built yet")
+        if not 1 <= self.beam_size <= 16:
+            raise ValueError(f"beam_size must be between 1 and 16, not {self.beam_size}")
         if self.max_length is not None and self.max_length < 1:
             raise ValueError(f"max_length must be at least 1, not {self.max_length}")
         if self.batch_size < 1:
@@ -175,7 +176,8 @@ class Translator:
             if not seg.text.strip():
                 results[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options)
                 continue
-            key = (" ".join(seg.text.split()), target_id, options.max_length, options.repetition_guard)
+            key = (" ".join(seg.text.split()), target_id, options.max_length, options.repetition_guard,
+                   options.beam_size)
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
@@ -190,7 +192,11 @@ class Translator:
         for start in range(0, len(todo), options.batch_size):
             batch = todo[start: start + options.batch_size]
             ids = [sources[i] for i, _ in batch]
-            decoded = self.model.greedy(ids, [self._limit(len(s), options) for s in ids], guard=guard)
+            limits = [self._limit(len(s), options) for s in ids]
+            if options.beam_size > 1:
+                decoded = self.model.beam(ids, limits, options.beam_size)
+            else:
+                decoded = self.model.greedy(ids, limits, guard=guard)
             try:
                 for row, hyp in decoded:
                     i, key = batch[row]
