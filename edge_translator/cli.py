@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     td = sub.add_parser("train-demo", help="train the small Tatoeba demo model and export it (extra 'train')")
     td.add_argument("out", help="bundle directory to write, e.g. models/tatoeba-en-zh")
     td.add_argument("--work", default="work/train-demo", help="data, tokenizers and checkpoints (resumable)")
-    td.add_argument("--minutes", type=float, default=75.0, help="training time budget")
+    td.add_argument("--minutes", type=float, default=100.0, help="training time budget")
     td.add_argument("--seed", type=int, default=1)
     td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")

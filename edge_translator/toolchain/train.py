@@ -53,7 +53,7 @@ class TrainOptions:
     batch_tokens: int = 5000
     """Source plus target tokens per batch, roughly."""
     max_epochs: int = 40
-    time_budget_minutes: float = 75.0
+    time_budget_minutes: float = 100.0
     """Training stops after this much training time (summed over resumes)."""
     dev_size: int = 300
     """Dev pairs decoded for the BLEU logged after each epoch."""
