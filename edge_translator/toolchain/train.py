@@ -306,7 +306,9 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
             state["batch"] += 1
             state["step"] += 1
             now = time.monotonic()
-            state["elapsed"] += now - tick
+            # A step never takes minutes; a longer gap means the process was suspended
+            # (SIGSTOP, laptop sleep), which must not use up the training budget.
+            state["elapsed"] += min(now - tick, 120.0)
             tick = now
             if state["step"] % 100 == 0:
                 logger.info("epoch %d step %d loss %.3f lr %.2e (%.1f min)", state["epoch"], state["step"],
