@@ -229,7 +229,9 @@ def batch1(engines: dict, source: list[int], opts: BenchOptions) -> dict:
     for _ in range(opts.rounds):
         for name, engine in engines.items():
             samples[name].append(_time(engine, [source], opts.new_tokens, 1))
-    return {name: round(_median_rate(s), 1) for name, s in samples.items()}
+    rates = {name: round(_median_rate(s), 1) for name, s in samples.items()}
+    logger.info("batch 1: %s", rates)
+    return rates
 
 
 def batched(engines: dict, sources: list[list[int]], opts: BenchOptions) -> dict:
@@ -243,6 +245,7 @@ def batched(engines: dict, sources: list[list[int]], opts: BenchOptions) -> dict
                 samples[name].append(_time(engine, sources, opts.batched_new_tokens, size))
         for name, s in samples.items():
             out.setdefault(name, {})[str(size)] = round(_median_rate(s), 1)
+        logger.info("batched, batch size %d: %s", size, {name: curve[str(size)] for name, curve in out.items()})
     return out
 
 
