@@ -169,7 +169,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result.model = "SMOKE RUN on the tiny test fixtures: these figures only show that the harness works."
     else:
         int8, fp32, hf, ct2 = bench.prepare_models(Path(args.work), Path(args.reference), args.threads)
-        options = bench.BenchOptions(threads=args.threads, rounds=args.rounds)
+        sizes = tuple(int(x) for x in args.batch_sizes.split(",") if x.strip())
+        options = bench.BenchOptions(threads=args.threads, rounds=args.rounds, batch_sizes=sizes)
         result = bench.run_benchmark(int8, fp32, hf, ct2, bench.prose_sentences(), options, command)
     path = bench.write_report(result, Path(args.out))
     print(f"wrote {path}")
@@ -248,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="directory with the real model's config.json")
     be.add_argument("--out", default="docs", help="directory for benchmarks.md, .json and the plot")
     be.add_argument("--threads", type=int, default=2)
-    be.add_argument("--rounds", type=int, default=5)
+    be.add_argument("--rounds", type=int, default=5, help="alternating rounds (batched runs use half)")
+    be.add_argument("--batch-sizes", default="1,4,16,32,64", help="batch sizes of the throughput curve")
     be.add_argument("--smoke", action="store_true", help="run on the tiny test fixtures (checks the harness only)")
     be.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
     be.set_defaults(func=cmd_bench)
