@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 ENV_MODEL = "EDGE_TRANSLATOR_MODEL"
 #: Name of the embedded default bundle under ``models/``.
-DEFAULT_MODEL = "tiny-random-int8"
+DEFAULT_MODEL = "tatoeba-en-zh-small"
 
 
 def models_dir() -> Path:

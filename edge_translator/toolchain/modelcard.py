@@ -33,8 +33,10 @@ opus-mt-en-zh (below).
 
 Test split: the {test_pairs:,} Tatoeba pairs whose Chinese sentence id is divisible by 20
 (`assets/eval/tatoeba-cmn-eng-test.tsv`); no training pair shares its normalized English
-or Chinese text with the test or dev split. Greedy decoding. sacrebleu
-`{signature}`; chrF is sacrebleu's default.
+or Chinese text with the test or dev split. Greedy decoding: the PyTorch row is
+transformers `generate(num_beams=1, max_new_tokens=96)`; the ONNX rows are edge-translator's
+defaults (sentence segmentation, repetition guard on), which explains the small difference
+between PyTorch and ONNX FP32. sacrebleu `{signature}`; chrF is sacrebleu's default.
 
 | model | BLEU | chrF | size |
 |---|---|---|---|
