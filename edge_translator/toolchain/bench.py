@@ -295,7 +295,7 @@ def latency(bundle_dir: Path, sentence: str, opts: BenchOptions) -> dict:
         times.append(time.perf_counter() - start)
     ms = sorted(t * 1000 for t in times)
     return {"p50": round(float(np.percentile(ms, 50)), 1), "p95": round(float(np.percentile(ms, 95)), 1),
-            "output_tokens": len(result[0].ids), "runs": len(ms)}
+            "output_tokens": len(result[0].ids), "stop": result[0].stop, "runs": len(ms)}
 
 
 def dir_mb(path: Path) -> float:
@@ -470,7 +470,8 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "## Latency, start-up, memory, size",
         "",
         f"- End-to-end `Translator.translate` of a {len(result.latency_ms.get('sentence', '').split())}-word "
-        f"sentence ({result.latency_ms.get('output_tokens')} output tokens): p50 {result.latency_ms.get('p50')} ms, "
+        f"sentence ({result.latency_ms.get('output_tokens')} output tokens, stopped by "
+        f"{result.latency_ms.get('stop', '?')}): p50 {result.latency_ms.get('p50')} ms, "
         f"p95 {result.latency_ms.get('p95')} ms.",
         f"- CLI cold start to first translation (`edge-translator translate`, new process): median "
         f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
