@@ -181,7 +181,8 @@ def joint_vocab(source: bytes, target: bytes, size: int | None = None) -> dict[s
     return vocab
 
 
-def _write_tokenizer(out: Path, source: bytes, target: bytes, vocab: dict[str, int], max_len: int) -> None:
+def write_tokenizer(out: Path, source: bytes, target: bytes, vocab: dict[str, int], max_len: int) -> None:
+    """Write the Marian tokenizer files (two spm models, vocab.json, tokenizer_config.json)."""
     (out / "source.spm").write_bytes(source)
     (out / "target.spm").write_bytes(target)
     (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False, indent=0), encoding="utf-8")
@@ -235,7 +236,7 @@ def build_tiny(out: str | Path, seed: int = 0, d_model: int = 32, layers: int = 
     )
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
-    _write_tokenizer(out, source, target, vocab, max_positions)
+    write_tokenizer(out, source, target, vocab, max_positions)
     if train_steps:
         tokenizer = transformers.MarianTokenizer.from_pretrained(str(out))
         _teach(model, tokenizer, [(e, pseudo_translation(e)) for e in english], train_steps, seed)
@@ -273,5 +274,5 @@ def build_full(out: str | Path, reference: str | Path, seed: int = 0) -> Path:
     generation = reference / "generation_config.json"
     if generation.is_file():
         (out / "generation_config.json").write_text(generation.read_text())
-    _write_tokenizer(out, source, target, vocab, config.max_position_embeddings)
+    write_tokenizer(out, source, target, vocab, config.max_position_embeddings)
     return out

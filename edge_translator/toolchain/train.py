@@ -142,7 +142,7 @@ def prepare_data(work: Path) -> dict[str, Path]:
 # -- tokenizers ----------------------------------------------------------------------------
 def train_tokenizers(work: Path, opts: TrainOptions, train_tsv: Path) -> Path:
     """Stage 2: SentencePiece models and joint vocabulary in ``hf/``."""
-    from .testmodels import _write_tokenizer, spm_pieces, train_spm
+    from .testmodels import write_tokenizer, spm_pieces, train_spm
 
     hf = work / "hf"
     if (hf / "vocab.json").is_file():
@@ -157,7 +157,7 @@ def train_tokenizers(work: Path, opts: TrainOptions, train_tsv: Path) -> Path:
         vocab.setdefault(piece, len(vocab))
     vocab["<pad>"] = len(vocab)
     hf.mkdir(parents=True, exist_ok=True)
-    _write_tokenizer(hf, source, target, vocab, opts.max_positions)
+    write_tokenizer(hf, source, target, vocab, opts.max_positions)
     logger.info("tokenizers: %d joint ids", len(vocab))
     return hf
 
