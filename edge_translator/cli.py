@@ -168,7 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                      english_sentences(32, 5), options, command)
         result.model = "SMOKE RUN on the tiny test fixtures: these figures only show that the harness works."
     else:
-        int8, fp32, hf, ct2 = bench.prepare_models(Path(args.work), Path(args.reference), args.threads)
+        int8, fp32, hf, ct2 = bench.prepare_models(Path(args.work), args.reference, args.threads)
         sizes = tuple(int(x) for x in args.batch_sizes.split(",") if x.strip())
         options = bench.BenchOptions(threads=args.threads, rounds=args.rounds, batch_sizes=sizes)
         result = bench.run_benchmark(int8, fp32, hf, ct2, bench.prose_sentences(), options, command)
@@ -216,8 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     tm = sub.add_parser("test-model", help="build a random Marian model (tiny, or full opus-mt-en-zh shape)")
     tm.add_argument("kind", choices=("tiny", "full"))
     tm.add_argument("out")
-    tm.add_argument("--reference", default="../shared/reference/opus-mt-en-zh",
-                    help="directory with the real model's config.json (for 'full')")
+    tm.add_argument("--reference", help="directory with the real model's config.json (for 'full'; "
+                    "default: the opus-mt-en-zh configuration shipped with the toolchain)")
     tm.add_argument("--seed", type=int, default=0)
     tm.add_argument("--force", action="store_true")
     tm.set_defaults(func=cmd_test_model)
@@ -245,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="benchmark against PyTorch and CTranslate2 (extra 'bench')")
     be.add_argument("--work", default="work/bench", help="where the full-shape model and conversions are kept")
-    be.add_argument("--reference", default="../shared/reference/opus-mt-en-zh",
-                    help="directory with the real model's config.json")
+    be.add_argument("--reference", help="directory with the real model's config.json "
+                    "(default: the opus-mt-en-zh configuration shipped with the toolchain)")
     be.add_argument("--out", default="docs", help="directory for benchmarks.md, .json and the plot")
     be.add_argument("--threads", type=int, default=2)
     be.add_argument("--rounds", type=int, default=5, help="alternating rounds (batched runs use half)")

@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REFERENCE = ROOT.parent / "shared" / "reference" / "opus-mt-en-zh"
+#: The real opus-mt-en-zh configuration, shipped inside the repository with the toolchain.
+REFERENCE = ROOT / "edge_translator" / "toolchain" / "reference" / "opus-mt-en-zh"
 
 
 @pytest.fixture(scope="session")

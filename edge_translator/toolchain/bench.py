@@ -362,7 +362,7 @@ def prose_sentences() -> list[str]:
     return [s.strip() for s in split_sentences(text) if len(s.split()) >= 3]
 
 
-def prepare_models(work: Path, reference: Path, threads: int) -> tuple[Path, Path, Path, Path]:
+def prepare_models(work: Path, reference: Path | None, threads: int) -> tuple[Path, Path, Path, Path]:
     """Build or reuse the full-shape model, its INT8 and FP32 bundles and its CTranslate2 conversion."""
     from .export import ExportOptions, export
     from .quantize import QuantizeOptions

@@ -22,6 +22,8 @@ from ..core.errors import require
 logger = logging.getLogger(__name__)
 
 LANGUAGE_TOKENS = (">>cmn_Hans<<", ">>cmn_Hant<<")
+#: The real Helsinki-NLP/opus-mt-en-zh ``config.json`` and ``generation_config.json``.
+REFERENCE_CONFIG = Path(__file__).resolve().parent / "reference" / "opus-mt-en-zh"
 # A few hundred common English words; enough for SentencePiece to learn real sub-words.
 ENGLISH_WORDS = """
 the of and to a in is it you that he was for on are with as I his they be at one have this
@@ -249,18 +251,19 @@ def build_tiny(out: str | Path, seed: int = 0, d_model: int = 32, layers: int = 
     return out
 
 
-def build_full(out: str | Path, reference: str | Path, seed: int = 0) -> Path:
+def build_full(out: str | Path, reference: str | Path | None = None, seed: int = 0) -> Path:
     """Build a random model with the exact opus-mt-en-zh configuration into ``out``.
 
     Args:
         out: Directory to write.
-        reference: Directory holding the real model's ``config.json``
-            (``shared/reference/opus-mt-en-zh``).
+        reference: Directory holding the real model's ``config.json`` and
+            ``generation_config.json``; ``None`` uses the copy shipped with the toolchain
+            (:data:`REFERENCE_CONFIG`).
         seed: Seed of the random weights and tokenizer text.
     """
     torch = require("torch", "export")
     transformers = require("transformers", "export")
-    out, reference = Path(out), Path(reference)
+    out, reference = Path(out), Path(reference or REFERENCE_CONFIG)
     out.mkdir(parents=True, exist_ok=True)
     config = transformers.MarianConfig.from_dict(json.loads((reference / "config.json").read_text()))
     source = train_spm(english_sentences(30000, seed), 8000, 1.0, seed)
