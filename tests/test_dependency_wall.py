@@ -1,10 +1,20 @@
-"""The core imports only the stdlib, numpy, onnxruntime and sentencepiece, and does nothing at import."""
+"""The core imports only the stdlib, numpy, onnxruntime, sentencepiece and itself, and does nothing at import.
 
+Two checks of one allow-list: every import statement in ``edge_translator/core`` (lazy
+ones inside functions included) names an allowed module, and a fresh interpreter that
+imports and uses the core loads nothing that importing the three allowed libraries alone
+does not load.
+"""
+
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-FORBIDDEN = ("torch", "transformers", "PySide6", "onnx", "edge_translator.toolchain")
+CORE = Path(__file__).resolve().parent.parent / "edge_translator" / "core"
+ALLOWED_LIBRARIES = ("numpy", "onnxruntime", "sentencepiece")
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
 
 def _modules_after(code: str) -> set[str]:
@@ -13,21 +23,67 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def test_core_and_cli_import_no_heavy_dependency():
+def _libraries_baseline() -> set[str]:
+    """Top-level modules that the allowed libraries (and the stdlib) load by themselves."""
+    loaded = _modules_after("import " + ", ".join(ALLOWED_LIBRARIES))
+    return {m.split(".")[0] for m in loaded}
+
+
+def _outside_the_wall(loaded: set[str], ours: tuple[str, ...]) -> list[str]:
+    allowed_tops = _libraries_baseline() | STDLIB | set(ALLOWED_LIBRARIES)
+    bad = []
+    for name in loaded:
+        top = name.split(".")[0]
+        if top == "edge_translator":
+            if not (name in ("edge_translator",) or name.startswith(ours)):
+                bad.append(name)
+        elif top not in allowed_tops:
+            bad.append(name)
+    return sorted(bad)
+
+
+def test_core_source_imports_only_allowed_modules():
+    offenders = []
+    for path in sorted(CORE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: must stay inside the core
+                    if node.level > 1:
+                        offenders.append(f"{path.name}:{node.lineno} from {'.' * node.level}{node.module or ''}")
+                    continue
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in STDLIB and top not in ALLOWED_LIBRARIES and not name.startswith("edge_translator.core"):
+                    offenders.append(f"{path.name}:{node.lineno} {name}")
+    assert not offenders, offenders
+
+
+def test_the_wall_catches_an_outsider():
+    # The check itself can fail: a module outside the allow-list is reported.
+    assert _outside_the_wall({"numpy", "torch", "edge_translator.gui"}, ("edge_translator.core",)) == [
+        "edge_translator.gui", "torch"]
+
+
+def test_importing_the_core_and_cli_loads_nothing_else():
     loaded = _modules_after(
         "import edge_translator, edge_translator.cli\n"
         "from edge_translator.core import bundle, decode, errors, sessions, text, tokenizer, translator"
     )
-    assert not [m for m in loaded if m.split(".")[0] in FORBIDDEN or m.startswith(FORBIDDEN)]
+    assert not _outside_the_wall(loaded, ("edge_translator.core", "edge_translator.cli"))
 
 
-def test_translating_loads_no_heavy_dependency(tiny_int8):
+def test_translating_loads_nothing_else(tiny_int8):
     loaded = _modules_after(
         "from edge_translator.core.translator import Translator\n"
         f"print(Translator.load({str(tiny_int8)!r}).translate('Hello there.'))"
     )
     assert "onnxruntime" in loaded and "sentencepiece" in loaded
-    assert not [m for m in loaded if m.split(".")[0] in FORBIDDEN]
+    assert not _outside_the_wall(loaded, ("edge_translator.core",))
 
 
 def test_import_has_no_side_effects(tmp_path):
