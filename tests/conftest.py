@@ -47,3 +47,24 @@ def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "edge_translator.cli", *args], input=stdin,
                           capture_output=True, env=full_env, cwd=cwd or ROOT, timeout=600)
+
+
+_TIE_COUNTERS: list = []
+
+
+@pytest.fixture
+def tie_counter(request):
+    """A :class:`tests.ties.TieCounter` for this test, reported at the end of the run."""
+    from .ties import TieCounter
+
+    counter = TieCounter(request.node.name)
+    yield counter
+    _TIE_COUNTERS.append(counter)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say how many exact-equality comparisons met a float near-tie (and were accepted as one)."""
+    if _TIE_COUNTERS:
+        terminalreporter.section("near-ties in exact-equality tests")
+        for counter in _TIE_COUNTERS:
+            terminalreporter.write_line(counter.summary())
