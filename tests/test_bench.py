@@ -28,3 +28,11 @@ def test_prose_text_ships_in_a_package():
 
     sentences = prose_sentences()
     assert len(sentences) >= 256 and any("Holmes" in s for s in sentences)
+
+
+def test_segmentation_speed_is_measured():
+    from edge_translator.toolchain.bench import segmentation_speed
+
+    assert segmentation_speed("One sentence. Another one! A third?", rounds=3) > 0
+    with pytest.raises(ValueError, match="rounds"):
+        segmentation_speed("Text.", rounds=0)

@@ -298,6 +298,28 @@ def latency(bundle_dir: Path, sentence: str, opts: BenchOptions) -> dict:
             "output_tokens": len(result[0].ids), "stop": result[0].stop, "runs": len(ms)}
 
 
+def segmentation_speed(text: str, rounds: int = 5) -> float:
+    """Speed of :func:`~edge_translator.core.text.split_sentences` on ``text``, in MB/s of UTF-8.
+
+    Args:
+        text: The text to split (not empty).
+        rounds: Timed runs; the median is reported.
+
+    Raises:
+        ValueError: If ``text`` is empty or ``rounds`` is below 1.
+    """
+    from ..core.text import split_sentences
+
+    if not text or rounds < 1:
+        raise ValueError(f"segmentation_speed needs text and rounds >= 1, got {len(text)} characters, {rounds} rounds")
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        split_sentences(text)
+        times.append(time.perf_counter() - start)
+    return len(text.encode("utf-8")) / max(statistics.median(times), 1e-9) / 1e6
+
+
 def dir_mb(path: Path) -> float:
     """Total size of the files in a directory, in MB."""
     return round(sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 1e6, 1)
@@ -329,7 +351,8 @@ def run_benchmark(int8_dir: Path, fp32_dir: Path, hf_dir: Path, ct2_dir: Path, s
     sources = [tokenizer.encode(s, target)[:limit] for s in sentences[: opts.batched_sentences]]
     batched_engines = {k: v for k, v in engines.items() if k in ("ours-int8", "ct2-int8")}
     result.batched_tok_s = batched(batched_engines, sources, opts)
-    result.text = {"sentences": len(sources), "mean_source_tokens": round(float(np.mean([len(s) for s in sources])), 1)}
+    result.text = {"sentences": len(sources), "mean_source_tokens": round(float(np.mean([len(s) for s in sources])), 1),
+                   "segmentation_mb_s": round(segmentation_speed(" ".join(sentences), opts.rounds), 2)}
     twenty = next((s for s in sentences if 18 <= len(s.split()) <= 22), sentences[0])
     result.latency_ms = {"sentence": twenty, **latency(int8_dir, twenty, opts)}
     result.cold_start_s = cold_start(int8_dir, opts)
@@ -477,6 +500,8 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
         f"- Peak RSS with the INT8 bundle loaded and one translation done: {result.peak_rss_mb.get('ours-int8')} MB.",
         "- Size on disk: " + ", ".join(f"{k} {v} MB" for k, v in result.sizes_mb.items()) + ".",
+        f"- Sentence segmentation (`split_sentences`, pure Python) of the prose above: "
+        f"{result.text.get('segmentation_mb_s')} MB/s.",
         "",
     ]
     return "\n".join(lines)
