@@ -6,6 +6,7 @@ import pytest
 
 from edge_translator import TranslateOptions, Translator
 from edge_translator.core.decode import REPETITION, RepetitionGuard
+from edge_translator.core.engine import EngineOptions
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_guard_and_limits_change_stop_reason(translator):
 
 def test_closing_the_generator_stops_work(translator):
     text = " ".join(f"Sentence number {i} is here." for i in range(40))
-    stream = translator.translate_iter(text, TranslateOptions(batch_size=4))
+    stream = translator.translate_iter(text)
     first = next(stream)
     stream.close()
     assert first.source == "Sentence number 0 is here."
@@ -80,8 +81,9 @@ def test_bad_arguments(translator):
 def test_translate_batch_equals_one_by_one(translator):
     texts = ["Good morning. Where is the station?", "", "The price is $5.\n\nThank you!", "Hello."]
     one_by_one = [translator.translate(t) for t in texts]
-    fresh = Translator(translator.bundle, translator.model, translator.tokenizer)  # no cache
-    assert fresh.translate_batch(texts, TranslateOptions(batch_size=3)) == one_by_one
+    fresh = Translator(translator.bundle, translator.model, translator.tokenizer, cache=None,
+                       engine=EngineOptions(max_batch_size=3))
+    assert fresh.translate_batch(texts) == one_by_one
 
 
 def test_long_sentence_is_split_not_truncated(translator):

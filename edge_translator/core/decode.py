@@ -9,7 +9,7 @@ masked, as the model's ``bad_words_ids`` require, and a finished row leaves the 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,10 @@ class Hypothesis:
     """Output ids, without the decoder start id and without ``</s>``."""
     stop: str
     """``"eos"``, ``"length"`` or ``"repetition"``."""
+    score: float = field(default=float("nan"), compare=False)
+    """Mean log-probability of the chosen tokens (``</s>`` included when produced): near 0
+    is confident, very negative is doubtful. Not compared: it moves in the last bits
+    with the batch shape."""
 
 
 @dataclass(frozen=True)
@@ -169,63 +173,9 @@ class Seq2Seq:
         """
         if not sources:
             return
-        if len(max_new_tokens) != len(sources):
-            raise ValueError("max_new_tokens needs one limit per source")
-        input_ids, mask = self.pad(sources)
-        cross_k, cross_v = self.encode(input_ids, mask)
-        batch = len(sources)
-        rows = np.arange(batch)
-        limits = np.asarray(max_new_tokens)
-        outputs: list[list[int]] = [[] for _ in range(batch)]
-        past_k, past_v = self.empty_cache(batch), self.empty_cache(batch)
-        start = self.bundle.decoder_start_id
-        prefix = np.full((batch, 1), start, np.int64)
-        tokens = prefix
-        eos = self.bundle.eos_id
-        step = 0
-        while len(rows):
-            if use_cache:
-                logits, past_k, past_v = self.step(tokens, mask, past_k, past_v, cross_k, cross_v)
-            else:
-                empty = self.empty_cache(len(rows))
-                logits, _, _ = self.step(prefix, mask, empty, empty, cross_k, cross_v)
-            chosen = self.next_tokens(logits[:, -1, :], allow_eos=step >= min_new_tokens)
-            step += 1
-            keep = []
-            for slot, row in enumerate(rows):
-                out = outputs[row]
-                token = int(chosen[slot])
-                last = len(out) + 1 >= limits[row]
-                stop = None
-                if token == eos:
-                    stop = EOS
-                elif last and self.forced_eos:
-                    stop = LENGTH  # generate() forces </s> in the last allowed position
-                else:
-                    out.append(token)
-                    if last:
-                        stop = LENGTH
-                    elif guard is not None and (cut := guard.loop_start(out)) is not None:
-                        del out[cut:]
-                        stop = REPETITION
-                if stop is None:
-                    keep.append(slot)
-                else:
-                    yield int(row), Hypothesis(tuple(out), stop)
-            if len(keep) < len(rows):
-                keep_idx = np.asarray(keep, np.int64)
-                rows = rows[keep_idx]
-                if not len(rows):
-                    break
-                mask = mask[keep_idx]
-                cross_k = [c[keep_idx] for c in cross_k]
-                cross_v = [c[keep_idx] for c in cross_v]
-                past_k = [p[keep_idx] for p in past_k]
-                past_v = [p[keep_idx] for p in past_v]
-                chosen = chosen[keep_idx]
-                prefix = prefix[keep_idx]
-            tokens = chosen.reshape(-1, 1).astype(np.int64)
-            prefix = np.concatenate([prefix, tokens], axis=1)
+        batch = GreedyBatch(self, sources, max_new_tokens, [guard] * len(sources), use_cache, min_new_tokens)
+        while not batch.done:
+            yield from batch.step()
 
     def beam(self, sources: list[list[int]], max_new_tokens: list[int], beam_size: int,
              length_penalty: float | None = None):
@@ -331,6 +281,133 @@ class Seq2Seq:
         for row, hyp in self.greedy(sources, max_new_tokens, **kwargs):
             results[row] = hyp
         return results  # type: ignore[return-value]
+
+
+class GreedyBatch:
+    """One batch in greedy decoding, advanced a step at a time.
+
+    A scheduler can interleave several such batches, drop rows whose owner cancelled,
+    and deliver each row as soon as it finishes. The encoder runs on the first step.
+    """
+
+    def __init__(self, model: Seq2Seq, sources: list[list[int]], max_new_tokens: list[int],
+                 guards: list[RepetitionGuard | None] | None = None, use_cache: bool = True,
+                 min_new_tokens: int = 0):
+        """Prepare a batch; nothing runs until :meth:`step`.
+
+        Args:
+            model: The sessions to run.
+            sources: Source id lists (target token, pieces, ``</s>``).
+            max_new_tokens: Per-source limit on generated tokens (``</s>`` included).
+            guards: Per-source repetition guard, or ``None`` for none.
+            use_cache: Feed the K/V cache (``False`` re-runs the prefix; for tests).
+            min_new_tokens: Forbid ``</s>`` before this many tokens.
+        """
+        if not sources:
+            raise ValueError("a batch needs at least one source")
+        if len(max_new_tokens) != len(sources):
+            raise ValueError("max_new_tokens needs one limit per source")
+        self.model = model
+        self.sources = sources
+        self.limits = np.asarray(max_new_tokens)
+        self.guards = list(guards) if guards is not None else [None] * len(sources)
+        self.use_cache = use_cache
+        self.min_new_tokens = min_new_tokens
+        self.rows = np.arange(len(sources))
+        self.outputs: list[list[int]] = [[] for _ in sources]
+        self.logprob = np.zeros(len(sources))
+        self.steps = 0
+        self._started = False
+
+    @property
+    def done(self) -> bool:
+        """Whether every row has finished or been dropped."""
+        return len(self.rows) == 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _start(self) -> None:
+        model = self.model
+        input_ids, self.mask = model.pad(self.sources)
+        self.cross_k, self.cross_v = model.encode(input_ids, self.mask)
+        batch = len(self.sources)
+        self.past_k, self.past_v = model.empty_cache(batch), model.empty_cache(batch)
+        self.prefix = np.full((batch, 1), model.bundle.decoder_start_id, np.int64)
+        self.tokens = self.prefix
+        self._started = True
+
+    def _keep(self, keep: list[int]) -> None:
+        """Keep only these slots (positions in the running batch)."""
+        if len(keep) == len(self.rows):
+            return
+        idx = np.asarray(keep, np.int64)
+        self.rows = self.rows[idx]
+        if not self._started:
+            return
+        self.mask = self.mask[idx]
+        self.cross_k = [c[idx] for c in self.cross_k]
+        self.cross_v = [c[idx] for c in self.cross_v]
+        self.past_k = [p[idx] for p in self.past_k]
+        self.past_v = [p[idx] for p in self.past_v]
+        self.prefix = self.prefix[idx]
+        self.tokens = self.tokens[idx]
+
+    def drop(self, rows) -> None:
+        """Stop decoding these rows (indices into the sources); their work is discarded."""
+        gone = set(int(r) for r in rows)
+        self._keep([slot for slot, row in enumerate(self.rows) if int(row) not in gone])
+
+    def step(self) -> list[tuple[int, Hypothesis]]:
+        """Run one decoder step (and the encoder first); return the rows that finished."""
+        if self.done:
+            return []
+        if not self._started:
+            self._start()
+        model = self.model
+        if self.use_cache:
+            logits, self.past_k, self.past_v = model.step(self.tokens, self.mask, self.past_k, self.past_v,
+                                                          self.cross_k, self.cross_v)
+        else:
+            empty = model.empty_cache(len(self.rows))
+            logits, _, _ = model.step(self.prefix, self.mask, empty, empty, self.cross_k, self.cross_v)
+        last_logits = logits[:, -1, :]
+        peak = last_logits.max(axis=-1, keepdims=True)
+        log_norm = (np.log(np.exp(last_logits - peak).sum(axis=-1)) + peak[:, 0]).astype(np.float64)
+        chosen = model.next_tokens(last_logits.copy(), allow_eos=self.steps >= self.min_new_tokens)
+        columns = chosen if model.output_ids is None else np.searchsorted(model.output_ids, chosen)
+        chosen_logprob = last_logits[np.arange(len(chosen)), columns].astype(np.float64) - log_norm
+        self.steps += 1
+        eos, finished, keep = model.bundle.eos_id, [], []
+        for slot, row in enumerate(self.rows):
+            out = self.outputs[row]
+            token = int(chosen[slot])
+            last = len(out) + 1 >= self.limits[row]
+            stop = None
+            self.logprob[row] += chosen_logprob[slot]
+            if token == eos:
+                stop = EOS
+            elif last and model.forced_eos:
+                stop = LENGTH  # generate() forces </s> in the last allowed position
+            else:
+                out.append(token)
+                guard = self.guards[row]
+                if last:
+                    stop = LENGTH
+                elif guard is not None and (cut := guard.loop_start(out)) is not None:
+                    del out[cut:]
+                    stop = REPETITION
+            if stop is None:
+                keep.append(slot)
+            else:
+                counted = len(out) + (stop == EOS)
+                score = float(self.logprob[row] / max(counted, 1))
+                finished.append((int(row), Hypothesis(tuple(out), stop, score)))
+        tokens = chosen.reshape(-1, 1).astype(np.int64)
+        self.tokens = tokens
+        self.prefix = np.concatenate([self.prefix, tokens], axis=1)
+        self._keep(keep)
+        return finished
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:

@@ -59,3 +59,17 @@ def require(module: str, extra: str):
             f"{module} is needed for this command but is not installed: "
             f"run `pip install 'edge-translator[{extra}]'` ({exc})"
         ) from None
+
+
+class Busy(EdgeTranslatorError):
+    """The translation queue is full and the caller asked not to wait."""
+
+    exit_code = 75  # EX_TEMPFAIL: try again later
+
+
+class EngineClosed(EdgeTranslatorError):
+    """The translator was closed; no more work is taken."""
+
+
+class TranslationFailed(EdgeTranslatorError):
+    """The runtime failed while decoding a batch; only that batch's submissions fail."""

@@ -1,22 +1,25 @@
 """The translation facade: Translator, TranslateOptions and the model lookup.
 
 ``Translator.load()`` finds a bundle (argument, then ``EDGE_TRANSLATOR_MODEL``, then the
-embedded default), verifies it and opens its sessions once. ``translate_iter`` yields
-one :class:`SentenceResult` per sentence; ``translate`` joins them.
+embedded default), verifies it and opens its sessions once, under one engine that
+every call shares. ``submit`` returns a :class:`Submission` at once; ``translate_iter``
+yields one :class:`SentenceResult` per sentence from it; ``translate`` joins them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .bundle import Bundle, load_bundle
+from .cache import CachedTranslation, CacheKey, LRUCache, TranslationCache
 from .decode import LENGTH, RepetitionGuard, Seq2Seq
+from .engine import Engine, EngineOptions, Outcome, Priority, Request, Ticket, Timing
 from .errors import BundleError, InputError
 from .text import Segment, segment
 from .tokenizer import Tokenizer
@@ -70,16 +73,12 @@ class TranslateOptions:
     """Most new tokens per sentence; ``None`` derives it from the source length."""
     repetition_guard: bool = True
     """Stop a sentence whose output loops on one n-gram."""
-    batch_size: int = 16
-    """Sentences decoded together."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.beam_size <= 16:
             raise ValueError(f"beam_size must be between 1 and 16, not {self.beam_size}")
         if self.max_length is not None and self.max_length < 1:
             raise ValueError(f"max_length must be at least 1, not {self.max_length}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {self.batch_size}")
 
 
 @dataclass(frozen=True)
@@ -98,27 +97,134 @@ class SentenceResult:
     """Whitespace and line breaks that followed the sentence in the input, kept verbatim."""
     options: TranslateOptions
     """The options in effect."""
+    span: tuple[int, int] = (0, 0)
+    """Where ``source`` sits in the submitted text: ``text[start:end]``."""
+    score: float = float("nan")
+    """Mean log-probability of the output tokens: near 0 is confident, below about -1.5
+    is doubtful (NaN for an empty sentence)."""
+    timing: Timing | None = None
+    """Time spent waiting and decoding (``None`` when nothing was decoded: empty or cached)."""
+    cached: bool = False
+    """Whether the translation came from the cache."""
+
+
+_DEFAULT_CACHE = object()
+
+
+class Submission:
+    """Text handed to the engine: iterate it for results; it knows how many sentences it holds.
+
+    It is returned by :meth:`Translator.submit` once the text is validated and segmented,
+    while the work goes on in the engine. Iterate it once.
+    """
+
+    def __init__(self, translator: Translator, segments: list[Segment], options: TranslateOptions,
+                 order: str, ready: list[SentenceResult | None], ticket: Ticket | None,
+                 rows: dict[int, int], keys: dict[int, CacheKey]):
+        self.options = options
+        """The options in effect."""
+        self.order = order
+        """``"input"`` or ``"completion"``."""
+        self._translator = translator
+        self._segments = segments
+        self._ready = ready
+        self._ticket = ticket
+        self._rows = rows          # segment index -> ticket row
+        self._keys = keys          # segment index -> cache key
+        self._spans = []
+        offset = 0
+        for seg in segments:
+            self._spans.append((offset, offset + len(seg.text)))
+            offset += len(seg.text) + len(seg.separator)
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._ticket is not None and self._ticket.cancelled
+
+    def cancel(self) -> None:
+        """Stop this submission's remaining work; others sharing its batches go on."""
+        if self._ticket is not None:
+            self._ticket.cancel()
+
+    def __iter__(self) -> Iterator[SentenceResult]:
+        """Yield each sentence's result as soon as it is done (see :attr:`order`).
+
+        Raises:
+            TranslationFailed: If the runtime failed on a batch holding this submission.
+        """
+        if self.order == "completion":
+            yield from (r for r in self._ready if r is not None)
+            if self._ticket is not None:
+                by_row: dict[int, list[int]] = {}
+                for index, row in self._rows.items():
+                    by_row.setdefault(row, []).append(index)
+                for outcome in self._ticket.completed():
+                    for index in by_row[outcome.index]:
+                        yield self._finish(index, outcome)
+            return
+        for index, ready in enumerate(self._ready):
+            if ready is not None:
+                yield ready
+                continue
+            outcome = self._ticket.get(self._rows[index])  # type: ignore[union-attr]
+            if outcome is None:
+                return  # cancelled
+            yield self._finish(index, outcome)
+
+    def _finish(self, index: int, outcome: Outcome) -> SentenceResult:
+        hyp = outcome.hypothesis
+        text = self._translator.tokenizer.decode(hyp.ids)
+        if hyp.stop == LENGTH:
+            logger.warning("translation of %r reached the length limit (%d tokens)",
+                           self._segments[index].text[:60], len(hyp.ids))
+        cache = self._translator.cache
+        if cache is not None:
+            cache.put(self._keys[index], CachedTranslation(text, hyp.ids, hyp.stop, hyp.score))
+        seg = self._segments[index]
+        return SentenceResult(seg.text, text, hyp.ids, hyp.stop, seg.separator, self.options,
+                              self._spans[index], hyp.score, outcome.timing)
 
 
 class Translator:
-    """Translates English text with one model bundle. Safe to share between threads."""
+    """Translates English text with one model bundle. Safe to share between threads:
+    every call goes through one :class:`~.engine.Engine`, whose single worker runs the
+    sessions, so concurrent calls share batches instead of competing for cores."""
 
-    def __init__(self, bundle: Bundle, model: Seq2Seq, tokenizer: Tokenizer, cache_size: int = 4096):
-        """Take ready parts; use :meth:`load` to open a bundle."""
+    def __init__(self, bundle: Bundle, model: Seq2Seq, tokenizer: Tokenizer, cache=_DEFAULT_CACHE,
+                 engine: EngineOptions | None = None):
+        """Take ready parts; use :meth:`load` to open a bundle.
+
+        Args:
+            bundle: The bundle's manifest.
+            model: Its sessions (or fakes with the same ``run`` method).
+            tokenizer: Its tokenizer.
+            cache: A :class:`~.cache.TranslationCache`; by default an in-memory LRU of
+                4,096 sentences; ``None`` turns caching off.
+            engine: Batch size, queue bound and other scheduler options.
+        """
         self.bundle = bundle
         self.model = model
         self.tokenizer = tokenizer
-        self._cache: OrderedDict = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self.cache: TranslationCache | None = LRUCache() if cache is _DEFAULT_CACHE else cache
+        self.engine = Engine(model, engine)
+        files = bundle.manifest.get("files", {})
+        self.model_id = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+        """The bundle's identity, from its files' checksums (part of every cache key)."""
 
     @classmethod
-    def load(cls, path: str | Path | None = None, threads: int | None = None) -> Translator:
+    def load(cls, path: str | Path | None = None, threads: int | None = None, cache=_DEFAULT_CACHE,
+             engine: EngineOptions | None = None) -> Translator:
         """Find, verify and open a bundle.
 
         Args:
             path: Bundle directory; see :func:`resolve_model` for the fallbacks.
             threads: ONNX Runtime intra-op threads (physical cores by default).
+            cache: See :meth:`__init__`; ``None`` turns caching off.
+            engine: Scheduler options (batch size, queue bound, ...).
 
         Raises:
             BundleError: If the bundle is missing or corrupt.
@@ -126,15 +232,15 @@ class Translator:
         bundle = load_bundle(resolve_model(path))
         tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab,
                                    bundle.eos_id, bundle.unk_id, bundle.pad_id)
-        return cls(bundle, Seq2Seq.load(bundle, threads), tokenizer)
+        return cls(bundle, Seq2Seq.load(bundle, threads), tokenizer, cache, engine)
 
-    def _target_id(self, options: TranslateOptions) -> int:
+    def _target(self, options: TranslateOptions) -> tuple[str, int]:
         name = options.target or self.bundle.default_target
         variant = self.bundle.targets.get(name)
         if variant is None:
             raise ValueError(f"target {name!r} is not offered by this model; choose one of "
                              f"{sorted(self.bundle.targets)}")
-        return variant.id
+        return name, variant.id
 
     def _limit(self, source_len: int, options: TranslateOptions) -> int:
         limit = options.max_length or 2 * source_len + 10
@@ -150,72 +256,79 @@ class Translator:
                              "pass UTF-8 text") from None
         return segment(text, self.tokenizer, self.bundle.max_positions - 2)
 
+    def submit(self, text: str, options: TranslateOptions | None = None, *,
+               priority: Priority = Priority.INTERACTIVE, order: str = "input", block: bool = True,
+               timeout: float | None = None) -> Submission:
+        """Validate and segment ``text``, queue its sentences, and return at once.
+
+        Sentences found in the cache, and blank ones, are ready immediately; a sentence
+        that occurs twice is decoded once.
+
+        Args:
+            text: The text to translate.
+            options: Target and decoding options.
+            priority: ``Priority.INTERACTIVE`` (a person waits) or ``Priority.BULK``.
+            order: Iterate results in ``"input"`` order or in ``"completion"`` order.
+            block: When the engine's queue is full, wait (``True``) or raise ``Busy``.
+            timeout: Most seconds to wait for room in the queue.
+
+        Raises:
+            TypeError: If ``text`` is not a string.
+            InputError: If ``text`` holds characters that are not valid Unicode.
+            ValueError: If the options ask for a target the model does not offer, or
+                ``order`` is unknown.
+            Busy: If the queue is full and ``block`` is false (or ``timeout`` passed).
+        """
+        options = options or TranslateOptions()
+        if order not in ("input", "completion"):
+            raise ValueError(f"order must be 'input' or 'completion', not {order!r}")
+        target, target_id = self._target(options)
+        segments = self._segments(text)
+        guard = RepetitionGuard() if options.repetition_guard else None
+        ready: list[SentenceResult | None] = [None] * len(segments)
+        requests: list[Request] = []
+        rows: dict[int, int] = {}
+        keys: dict[int, CacheKey] = {}
+        first_row: dict[CacheKey, int] = {}
+        offset = 0
+        for i, seg in enumerate(segments):
+            span = (offset, offset + len(seg.text))
+            offset += len(seg.text) + len(seg.separator)
+            if not seg.text.strip():
+                ready[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options, span)
+                continue
+            key = CacheKey(self.model_id, " ".join(seg.text.split()), target, options.beam_size,
+                           options.max_length, options.repetition_guard)
+            keys[i] = key
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                ready[i] = SentenceResult(seg.text, hit.text, hit.ids, hit.stop, seg.separator, options, span,
+                                          hit.score, None, True)
+            elif key in first_row:
+                rows[i] = first_row[key]
+            else:
+                source = self.tokenizer.encode(seg.text, target_id)
+                rows[i] = first_row[key] = len(requests)
+                requests.append(Request(tuple(source), self._limit(len(source), options), options.beam_size,
+                                        guard))
+        ticket = self.engine.submit(requests, priority, block=block, timeout=timeout) if requests else None
+        return Submission(self, segments, options, order, ready, ticket, rows, keys)
+
     def translate_iter(self, text: str, options: TranslateOptions | None = None) -> Iterator[SentenceResult]:
         """Translate ``text`` lazily, one sentence at a time, in input order.
 
-        Work starts on iteration; closing the generator stops the work not done yet.
+        Work starts on iteration; closing the generator cancels the work not done yet.
 
         Raises:
             TypeError: If ``text`` is not a string.
             InputError: If ``text`` holds characters that are not valid Unicode.
             ValueError: If the options ask for a target the model does not offer.
         """
-        options = options or TranslateOptions()
-        target_id = self._target_id(options)
-        segments = self._segments(text)
-        for start in range(0, len(segments), options.batch_size):
-            yield from self._translate_segments(segments[start: start + options.batch_size], target_id, options)
-
-    def _translate_segments(self, segments: list[Segment], target_id: int,
-                            options: TranslateOptions) -> Iterator[SentenceResult]:
-        """Translate segments (cache first, then batches sorted by length); yield in order."""
-        guard = RepetitionGuard() if options.repetition_guard else None
-        results: list[SentenceResult | None] = [None] * len(segments)
-        todo: list[tuple[int, tuple]] = []
-        for i, seg in enumerate(segments):
-            if not seg.text.strip():
-                results[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options)
-                continue
-            key = (" ".join(seg.text.split()), target_id, options.max_length, options.repetition_guard,
-                   options.beam_size)
-            with self._lock:
-                hit = self._cache.get(key)
-                if hit is not None:
-                    self._cache.move_to_end(key)
-            if hit is not None:
-                results[i] = SentenceResult(seg.text, hit[0], hit[1], hit[2], seg.separator, options)
-            else:
-                todo.append((i, key))
-        sources = {i: self.tokenizer.encode(segments[i].text, target_id) for i, _ in todo}
-        todo.sort(key=lambda item: len(sources[item[0]]))
-        emitted = 0
-        for start in range(0, len(todo), options.batch_size):
-            batch = todo[start: start + options.batch_size]
-            ids = [sources[i] for i, _ in batch]
-            limits = [self._limit(len(s), options) for s in ids]
-            if options.beam_size > 1:
-                decoded = self.model.beam(ids, limits, options.beam_size)
-            else:
-                decoded = self.model.greedy(ids, limits, guard=guard)
-            try:
-                for row, hyp in decoded:
-                    i, key = batch[row]
-                    text = self.tokenizer.decode(hyp.ids)
-                    if hyp.stop == LENGTH:
-                        logger.warning("translation of %r reached the length limit (%d tokens)",
-                                       segments[i].text[:60], len(hyp.ids))
-                    with self._lock:
-                        self._cache[key] = (text, hyp.ids, hyp.stop)
-                        while len(self._cache) > self._cache_size:
-                            self._cache.popitem(last=False)
-                    seg = segments[i]
-                    results[i] = SentenceResult(seg.text, text, hyp.ids, hyp.stop, seg.separator, options)
-            finally:
-                decoded.close()
-            while emitted < len(results) and results[emitted] is not None:
-                yield results[emitted]
-                emitted += 1
-        yield from results[emitted:]  # type: ignore[misc]
+        submission = self.submit(text, options)
+        try:
+            yield from submission
+        finally:
+            submission.cancel()
 
     def translate(self, text: str, options: TranslateOptions | None = None) -> str:
         """Translate ``text``; paragraph breaks and surrounding whitespace are kept."""
@@ -223,20 +336,24 @@ class Translator:
 
     def translate_batch(self, texts: list[str], options: TranslateOptions | None = None) -> list[str]:
         """Translate many texts at once: their sentences share batches. One output per text."""
-        options = options or TranslateOptions()
-        target_id = self._target_id(options)
-        owners, segments = [], []
-        for n, text in enumerate(texts):
-            for seg in self._segments(text):
-                owners.append(n)
-                segments.append(seg)
-        per_text: list[list[SentenceResult]] = [[] for _ in texts]
-        window = options.batch_size * 16
-        for start in range(0, len(segments), window):
-            chunk = segments[start: start + window]
-            for k, result in enumerate(self._translate_segments(chunk, target_id, options)):
-                per_text[owners[start + k]].append(result)
-        return [join_results(results) for results in per_text]
+        submissions: list[Submission] = []
+        try:
+            for text in texts:
+                submissions.append(self.submit(text, options))
+            return [join_results(s) for s in submissions]
+        finally:
+            for submission in submissions:
+                submission.cancel()
+
+    def close(self, cancel: bool = False) -> None:
+        """Finish (or cancel) queued work and stop the engine's worker. Safe to call twice."""
+        self.engine.close(cancel=cancel)
+
+    def __enter__(self) -> Translator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(cancel=exc[0] is not None)
 
 
 def render(results) -> Iterator[str]:

@@ -285,8 +285,7 @@ def latency(bundle_dir: Path, sentence: str, opts: BenchOptions) -> dict:
     """End-to-end ``Translator.translate`` latency of one sentence, p50 and p95 (cache off)."""
     from ..core.translator import Translator
 
-    translator = Translator.load(bundle_dir, threads=opts.threads)
-    translator._cache_size = 0
+    translator = Translator.load(bundle_dir, threads=opts.threads, cache=None)
     translator.translate(sentence)
     times = []
     for _ in range(opts.latency_runs):

@@ -67,12 +67,14 @@ def evaluate_bundle(bundle: str | Path, pairs: str | Path, limit: int | None = N
     Args:
         hypotheses_out: If given, the translations are appended to it.
     """
-    from ..core.translator import TranslateOptions, Translator
+    from ..core.engine import EngineOptions
+    from ..core.translator import Translator
 
     sources, references = read_eval_pairs(pairs, limit)
-    translator = Translator.load(bundle, threads=threads)
-    start = time.perf_counter()
-    hypotheses = translator.translate_batch(sources, TranslateOptions(batch_size=batch_size))
+    with Translator.load(bundle, threads=threads, cache=None,
+                         engine=EngineOptions(max_batch_size=batch_size)) as translator:
+        start = time.perf_counter()
+        hypotheses = translator.translate_batch(sources)
     if hypotheses_out is not None:
         hypotheses_out.extend(hypotheses)
     result = score(hypotheses, references)

@@ -1,0 +1,470 @@
+"""The scheduler: one worker thread owns a model's sessions and decodes everyone's sentences.
+
+Callers on any thread :meth:`Engine.submit` source-id rows and get a :class:`Ticket`
+back at once. The worker gathers waiting rows into batches (a bounded wait of a few
+milliseconds when it is idle), interleaving owners fairly and putting interactive work
+ahead of bulk work, and advances the running batches one decoder step at a time, so a
+row is delivered the moment it finishes and a cancelled row leaves its batch at the
+next step. Only the worker runs ONNX Runtime, with the thread count the sessions were
+opened with, so any number of callers never oversubscribes the CPU.
+
+Batches do not take new rows once they decode: the decoder graph has no self-attention
+padding mask. Instead, an interactive batch is started beside a running bulk batch and
+is stepped first (the bulk batch waits with its cache intact), and a new bulk batch is
+started beside one that has emptied to half, so the tail of a batch does not decode alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .decode import GreedyBatch, Hypothesis, RepetitionGuard, Seq2Seq
+from .errors import Busy, EngineClosed, TranslationFailed
+
+logger = logging.getLogger(__name__)
+
+
+class Priority(enum.IntEnum):
+    """Who waits for a submission: a person (interactive) goes ahead of a batch job (bulk)."""
+
+    INTERACTIVE = 0
+    BULK = 1
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the scheduler forms and runs batches."""
+
+    max_batch_size: int = 32
+    """Most rows decoded together in one batch."""
+    max_wait_ms: float = 4.0
+    """How long an idle worker waits for more rows before it starts a batch that is not full."""
+    max_queued: int = 4096
+    """Most rows waiting to start (back-pressure). A submission larger than this is let
+    in only when nothing else is waiting."""
+    max_interactive_batches: int = 4
+    """Most interactive batches decoding at once (stepped in turn)."""
+    max_bulk_batches: int = 2
+    """Most bulk batches decoding at once; a second starts when the first is half empty."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_size", "max_queued", "max_interactive_batches", "max_bulk_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must not be negative, not {self.max_wait_ms}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One row to decode."""
+
+    source: tuple[int, ...]
+    """Source ids: target token, pieces, ``</s>``."""
+    max_new_tokens: int
+    """Most generated tokens (``</s>`` included)."""
+    beam_size: int = 1
+    """1 for greedy decoding; rows share a batch only with rows of the same beam size."""
+    guard: RepetitionGuard | None = None
+    """Stops a greedy row caught in a loop; ``None`` for none."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where one sentence's time went, in seconds."""
+
+    queued: float
+    """From submission to the start of its batch."""
+    decoding: float
+    """From the start of its batch to its last token."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished row: its hypothesis and its timing."""
+
+    index: int
+    hypothesis: Hypothesis
+    timing: Timing
+
+
+class Ticket:
+    """The handle of one submission to the engine: results arrive here as rows finish."""
+
+    def __init__(self, engine: Engine, size: int):
+        self._engine = engine
+        self._size = size
+        self._results: list[Outcome | None] = [None] * size
+        self._completed: deque[int] = deque()
+        self._finished = 0
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._cond = threading.Condition()
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancelled
+
+    @property
+    def done(self) -> bool:
+        """Whether every row has finished, or the ticket failed or was cancelled."""
+        with self._cond:
+            return self._cancelled or self._error is not None or self._finished == self._size
+
+    def cancel(self) -> None:
+        """Withdraw the rows not started and drop the running ones at their next step."""
+        with self._cond:
+            if self._cancelled or self._finished == self._size:
+                return
+            self._cancelled = True
+            self._cond.notify_all()
+        self._engine._withdraw(self)
+
+    def get(self, index: int, timeout: float | None = None) -> Outcome | None:
+        """Wait for row ``index``; ``None`` once the ticket is cancelled.
+
+        Raises:
+            TranslationFailed: If the batch holding the row failed.
+            TimeoutError: If ``timeout`` seconds pass first.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._results[index] is not None or self._cancelled
+                                       or self._error is not None, timeout):
+                raise TimeoutError(f"sentence {index} was not translated within {timeout} s")
+            if self._cancelled:
+                return None
+            if self._results[index] is not None:
+                return self._results[index]
+            raise self._error  # type: ignore[misc]
+
+    def completed(self, timeout: float | None = None) -> Iterator[Outcome]:
+        """Yield rows in the order they finish, until all have (or the ticket is cancelled)."""
+        taken = 0
+        while taken < self._size:
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._completed or self._cancelled or self._error is not None,
+                                           timeout):
+                    raise TimeoutError(f"no sentence was translated within {timeout} s")
+                if self._cancelled:
+                    return
+                if not self._completed:
+                    raise self._error  # type: ignore[misc]
+                index = self._completed.popleft()
+            taken += 1
+            yield self._results[index]  # type: ignore[misc]
+
+    def in_order(self, timeout: float | None = None) -> Iterator[Outcome]:
+        """Yield rows in input order, each as soon as it and those before it are done."""
+        for index in range(self._size):
+            outcome = self.get(index, timeout)
+            if outcome is None:
+                return
+            yield outcome
+
+    # -- called by the worker ------------------------------------------------------------
+    def _deliver(self, outcome: Outcome) -> None:
+        with self._cond:
+            if self._results[outcome.index] is None:
+                self._results[outcome.index] = outcome
+                self._completed.append(outcome.index)
+                self._finished += 1
+                self._cond.notify_all()
+
+    def _fail(self, error: BaseException) -> None:
+        with self._cond:
+            if self._error is None:
+                self._error = error
+                self._cond.notify_all()
+
+
+class _Row:
+    __slots__ = ("request", "ticket", "index", "queued_at", "started_at")
+
+    def __init__(self, request: Request, ticket: Ticket, index: int, queued_at: float):
+        self.request, self.ticket, self.index, self.queued_at = request, ticket, index, queued_at
+        self.started_at = 0.0
+
+
+class _Batch:
+    """Rows decoding together: a step-wise greedy batch, or a beam-search generator."""
+
+    def __init__(self, model: Seq2Seq, rows: list[_Row], priority: Priority, min_new_tokens: int):
+        self.rows = rows
+        self.priority = priority
+        self.started_at = time.perf_counter()
+        for row in rows:
+            row.started_at = self.started_at
+        sources = [list(r.request.source) for r in rows]
+        limits = [r.request.max_new_tokens for r in rows]
+        beam = rows[0].request.beam_size
+        if beam == 1:
+            self.greedy = GreedyBatch(model, sources, limits, [r.request.guard for r in rows],
+                                      min_new_tokens=min_new_tokens)
+            self.beam = None
+        else:
+            self.greedy = None
+            self.beam = model.beam(sources, limits, beam)
+        self.open = set(range(len(rows)))
+
+    def __len__(self) -> int:
+        return len(self.open)
+
+    def drop_cancelled(self) -> None:
+        gone = [k for k in self.open if self.rows[k].ticket.cancelled]
+        if not gone:
+            return
+        self.open.difference_update(gone)
+        if self.greedy is not None:
+            self.greedy.drop(gone)
+        elif not self.open:
+            self.beam.close()
+
+    def advance(self) -> list[tuple[int, Hypothesis]]:
+        """One greedy step, or beam search until its next source finishes."""
+        if self.greedy is not None:
+            finished = self.greedy.step()
+        else:
+            finished = []
+            try:
+                finished.append(next(self.beam))
+            except StopIteration:
+                self.open.clear()
+        for k, _ in finished:
+            self.open.discard(k)
+        return [(k, h) for k, h in finished if not self.rows[k].ticket.cancelled]
+
+
+class Engine:
+    """One scheduler per loaded model: the only caller of its ONNX Runtime sessions."""
+
+    def __init__(self, model: Seq2Seq, options: EngineOptions | None = None, min_new_tokens: int = 0):
+        """Take ready sessions; the worker thread starts with the first submission.
+
+        Args:
+            model: The model whose sessions the worker runs.
+            options: Batch size, wait, queue bound and concurrency of batches.
+            min_new_tokens: Forbid ``</s>`` before this many tokens (benchmarks only).
+        """
+        self.model = model
+        self.options = options or EngineOptions()
+        self._min_new_tokens = min_new_tokens
+        self._cond = threading.Condition()
+        self._queues: dict[Priority, deque[tuple[Ticket, deque[_Row]]]] = {p: deque() for p in Priority}
+        self._queued = 0
+        self._active: list[_Batch] = []
+        self._turn = itertools.count()
+        self._closing = False
+        self._worker: threading.Thread | None = None
+        self._crash: BaseException | None = None
+
+    # -- public ------------------------------------------------------------------------------
+    def submit(self, requests: Sequence[Request], priority: Priority = Priority.INTERACTIVE, *,
+               block: bool = True, timeout: float | None = None) -> Ticket:
+        """Queue rows for decoding and return their ticket at once.
+
+        Args:
+            requests: The rows, in input order.
+            priority: Interactive rows start ahead of bulk rows.
+            block: When the queue is full, wait for room (``True``) or raise :class:`Busy`.
+            timeout: Most seconds to wait for room; then :class:`Busy`.
+
+        Raises:
+            ValueError: If a request is malformed.
+            Busy: If the queue stays full.
+            EngineClosed: After :meth:`close`.
+        """
+        priority = Priority(priority)
+        for request in requests:
+            if not request.source:
+                raise ValueError("a request needs at least one source id")
+            if request.max_new_tokens < 1:
+                raise ValueError(f"max_new_tokens must be at least 1, not {request.max_new_tokens}")
+            if not 1 <= request.beam_size <= 16:
+                raise ValueError(f"beam_size must be between 1 and 16, not {request.beam_size}")
+        ticket = Ticket(self, len(requests))
+        if not requests:
+            return ticket
+        now = time.perf_counter()
+        rows = deque(_Row(r, ticket, k, now) for k, r in enumerate(requests))
+        if priority == Priority.BULK:
+            rows = deque(_length_sorted_windows(list(rows), 8 * self.options.max_batch_size))
+        limit = self.options.max_queued
+        with self._cond:
+            if self._closing:
+                raise EngineClosed("the translator is closed; load it again to translate more")
+            if not self._cond.wait_for(lambda: self._closing or self._queued == 0
+                                       or self._queued + len(rows) <= limit, timeout if block else 0):
+                raise Busy(f"the translation queue is full ({self._queued} of {limit} sentences waiting); "
+                           "retry later, or submit with block=True")
+            if self._closing:
+                raise EngineClosed("the translator is closed; load it again to translate more")
+            if self._crash is not None:
+                raise TranslationFailed(f"the translation worker stopped: {self._crash}")
+            self._queues[priority].append((ticket, rows))
+            self._queued += len(rows)
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="edge-translator-engine", daemon=True)
+                self._worker.start()
+            self._cond.notify_all()
+        return ticket
+
+    @property
+    def queued(self) -> int:
+        """Rows waiting to start."""
+        with self._cond:
+            return self._queued
+
+    def close(self, cancel: bool = False, timeout: float | None = None) -> None:
+        """Stop taking submissions, finish (or cancel) what is queued, and stop the worker.
+
+        Safe to call more than once.
+
+        Args:
+            cancel: Cancel queued and running work instead of finishing it.
+            timeout: Most seconds to wait for the worker.
+        """
+        with self._cond:
+            self._closing = True
+            tickets = [t for q in self._queues.values() for t, _ in q] + [r.ticket for b in self._active
+                                                                           for r in b.rows]
+            self._cond.notify_all()
+        if cancel:
+            for ticket in set(tickets):
+                ticket.cancel()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(cancel=exc[0] is not None)
+
+    # -- called by tickets ------------------------------------------------------------------
+    def _withdraw(self, ticket: Ticket) -> None:
+        with self._cond:
+            for queue in self._queues.values():
+                for entry in list(queue):
+                    if entry[0] is ticket:
+                        queue.remove(entry)
+                        self._queued -= len(entry[1])
+            self._cond.notify_all()
+
+    # -- the worker ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._closing or self._queued or self._active)
+                    if not self._active and not self._queued:
+                        return  # closing, and nothing left
+                    if not self._active:
+                        self._gather()
+                    self._admit()
+                    if not self._active:
+                        continue
+                    batch = self._pick()
+                self._advance(batch)
+        except BaseException as exc:  # noqa: BLE001 - a bug must not leave callers waiting forever
+            logger.exception("the translation worker stopped")
+            with self._cond:
+                self._crash = exc
+                tickets = {t for q in self._queues.values() for t, _ in q}
+                tickets |= {r.ticket for b in self._active for r in b.rows}
+                for queue in self._queues.values():
+                    queue.clear()
+                self._queued = 0
+                self._active.clear()
+                self._cond.notify_all()
+            for ticket in tickets:
+                ticket._fail(TranslationFailed(f"the translation worker stopped: {exc}"))
+
+    def _gather(self) -> None:
+        """Idle worker, first rows waiting: wait a few milliseconds for a fuller batch."""
+        deadline = time.perf_counter() + self.options.max_wait_ms / 1000
+        while self._queued < self.options.max_batch_size and not self._closing:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            self._cond.wait(left)
+
+    def _admit(self) -> None:
+        """Start new batches from the queues, interactive first."""
+        o = self.options
+        while self._queues[Priority.INTERACTIVE] and self._count(Priority.INTERACTIVE) < o.max_interactive_batches:
+            self._start(Priority.INTERACTIVE)
+        bulk = [b for b in self._active if b.priority == Priority.BULK]
+        while (self._queues[Priority.BULK] and len(bulk) < o.max_bulk_batches
+               and all(len(b) <= o.max_batch_size // 2 for b in bulk)):
+            bulk.append(self._start(Priority.BULK))
+
+    def _count(self, priority: Priority) -> int:
+        return sum(1 for b in self._active if b.priority == priority)
+
+    def _start(self, priority: Priority) -> _Batch:
+        """Take up to a batch of rows, one owner at a time in turn, all of one beam size."""
+        queue, rows = self._queues[priority], []
+        beam = queue[0][1][0].request.beam_size
+        skipped = []
+        while queue and len(rows) < self.options.max_batch_size:
+            ticket, pending = queue.popleft()
+            if pending[0].request.beam_size != beam:
+                skipped.append((ticket, pending))
+                continue
+            rows.append(pending.popleft())
+            if pending:
+                queue.append((ticket, pending))
+        queue.extendleft(reversed(skipped))
+        self._queued -= len(rows)
+        self._cond.notify_all()  # room in the queue for blocked submitters
+        batch = _Batch(self.model, rows, priority, self._min_new_tokens)
+        self._active.append(batch)
+        return batch
+
+    def _pick(self) -> _Batch:
+        """The batch to step: the most urgent priority, its batches in turn."""
+        top = min(b.priority for b in self._active)
+        candidates = [b for b in self._active if b.priority == top]
+        return candidates[next(self._turn) % len(candidates)]
+
+    def _advance(self, batch: _Batch) -> None:
+        """Run one step of ``batch`` outside the lock and deliver what finished."""
+        batch.drop_cancelled()
+        try:
+            finished = batch.advance() if len(batch) else []
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime failures fail this batch only
+            logger.warning("a batch of %d sentences failed: %s", len(batch.rows), exc)
+            error = TranslationFailed(f"ONNX Runtime failed on a batch of {len(batch.rows)} sentences: "
+                                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            for ticket in {r.ticket for r in batch.rows}:
+                ticket._fail(error)
+            batch.open.clear()
+            finished = []
+        now = time.perf_counter()
+        for k, hypothesis in finished:
+            row = batch.rows[k]
+            row.ticket._deliver(Outcome(row.index, hypothesis,
+                                        Timing(row.started_at - row.queued_at, now - row.started_at)))
+        if not len(batch):
+            with self._cond:
+                self._active.remove(batch)
+
+
+def _length_sorted_windows(rows: list[_Row], window: int) -> list[_Row]:
+    """Bulk rows in windows of input order, each sorted by source length (less padding)."""
+    out: list[_Row] = []
+    for start in range(0, len(rows), window):
+        out.extend(sorted(rows[start:start + window], key=lambda r: len(r.request.source)))
+    return out

@@ -1,0 +1,285 @@
+"""The shared scheduler: batches across callers, streaming, cancel, back-pressure, failures, close."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from edge_translator import TranslateOptions, Translator
+from edge_translator.core.bundle import load_bundle
+from edge_translator.core.cache import LRUCache
+from edge_translator.core.decode import Seq2Seq
+from edge_translator.core.engine import Engine, EngineOptions, Priority, Request
+from edge_translator.core.errors import Busy, EngineClosed, InputError, TranslationFailed
+from edge_translator.core.tokenizer import Tokenizer
+from edge_translator.toolchain.testmodels import english_sentences
+
+from .ties import assert_equal_or_tie, greedy_tie, onnx_next_logprobs
+
+
+class Recording:
+    """Wraps a session: records the batch size of each call, can slow down, block or fail."""
+
+    def __init__(self, inner, delay=0.0):
+        self.inner = inner
+        self.delay = delay
+        self.batches: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail_when = None  # feed -> bool
+        self.lock = threading.Lock()
+
+    def get_inputs(self):
+        return self.inner.get_inputs()
+
+    def run(self, names, feed):
+        self.gate.wait(30)
+        with self.lock:
+            self.batches.append(int(feed["input_ids"].shape[0]))
+        if self.fail_when is not None and self.fail_when(feed):
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
+        if self.delay:
+            time.sleep(self.delay)
+        return self.inner.run(names, feed)
+
+
+@pytest.fixture(scope="module")
+def parts(tiny_fp32):
+    bundle = load_bundle(tiny_fp32)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                               bundle.pad_id)
+    model = Seq2Seq.load(bundle, threads=1)
+    return bundle, tokenizer, model
+
+
+def make(parts, delay=0.0, cache=None, **engine):
+    """A translator whose decoder session is wrapped in :class:`Recording`."""
+    bundle, tokenizer, model = parts
+    decoder = Recording(model.decoder, delay)
+    wrapped = Seq2Seq(model.encoder, decoder, bundle)
+    return Translator(bundle, wrapped, tokenizer, cache=cache, engine=EngineOptions(**engine)), decoder
+
+
+TEXTS = [" ".join(english_sentences(3, seed=100 + k)) for k in range(12)]
+
+
+def test_concurrent_callers_share_batches_and_get_their_own_results(parts, tie_counter):
+    bundle, tokenizer, model = parts
+    alone, _ = make(parts)
+    expected = {k: list(alone.translate_iter(t)) for k, t in enumerate(TEXTS)}
+    alone.close()
+    shared, decoder = make(parts, delay=0.002)
+    got: dict[int, list] = {}
+
+    def call(k):
+        got[k] = list(shared.translate_iter(TEXTS[k]))
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(len(TEXTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    shared.close()
+    assert max(decoder.batches) > 3, decoder.batches  # sentences of different callers decoded together
+    scorer = onnx_next_logprobs(model)
+    target = bundle.targets["zh-Hans"].id
+    for k, results in expected.items():
+        assert [r.source for r in got[k]] == [r.source for r in results]
+        for mine, ref in zip(got[k], results):
+            src = tokenizer.encode(mine.source, target)
+            assert_equal_or_tie(tie_counter, src, mine.ids, ref.ids, lambda: greedy_tie(
+                src, mine.ids, ref.ids, bundle.eos_id, scorer, mine.stop == "eos", ref.stop == "eos"))
+
+
+def test_results_carry_span_score_timing_and_ids(parts):
+    translator, _ = make(parts)
+    text = "  Good morning. Where is the station?\n\nThank you!  "
+    submission = translator.submit(text)
+    assert len(submission) == len(list(translator._segments(text)))
+    results = list(submission)
+    assert len(results) == len(submission)
+    for r in results:
+        assert text[r.span[0]:r.span[1]] == r.source
+        if r.source.strip():
+            assert r.ids and r.score < 0 and np.isfinite(r.score)
+            assert r.timing.queued >= 0 and r.timing.decoding > 0
+            assert translator.tokenizer.decode(r.ids) == r.text
+    translator.close()
+
+
+def test_completion_order_yields_every_sentence_once(parts):
+    translator, _ = make(parts)
+    text = " ".join(english_sentences(20, seed=5))
+    in_order = [r.source for r in translator.submit(text)]
+    completed = [r.source for r in translator.submit(text, order="completion")]
+    assert sorted(completed) == sorted(in_order) and len(completed) == 20
+    with pytest.raises(ValueError, match="order"):
+        translator.submit(text, order="random")
+    translator.close()
+
+
+def test_cancel_stops_that_owner_only(parts):
+    translator, decoder = make(parts, delay=0.003, max_batch_size=4)
+    long_text = " ".join(english_sentences(60, seed=9))
+    other_text = " ".join(english_sentences(6, seed=10))
+    bulk = translator.submit(long_text, priority=Priority.BULK)
+    other = translator.submit(other_text)
+    stream = iter(bulk)
+    next(stream)
+    bulk.cancel()
+    calls_at_cancel = len(decoder.batches)
+    other_results = list(other)
+    assert len(other_results) == len(other) and all(r.text for r in other_results)
+    time.sleep(0.2)
+    translator.close()
+    # 60 sentences in batches of 4 need far more steps than were run after the cancel
+    assert len(decoder.batches) - calls_at_cancel < 60
+    assert list(stream) == [] and bulk.cancelled
+    clean, _ = make(parts)
+    assert "".join(r.text for r in other_results) == "".join(r.text for r in clean.submit(other_text))
+    clean.close()
+
+
+def test_closing_the_generator_cancels(parts):
+    translator, decoder = make(parts, delay=0.003, max_batch_size=2)
+    stream = translator.translate_iter(" ".join(english_sentences(40, seed=11)))
+    next(stream)
+    stream.close()
+    calls = len(decoder.batches)
+    time.sleep(0.3)
+    assert len(decoder.batches) - calls <= 2  # at most the step in flight
+    translator.close()
+
+
+def test_back_pressure_blocks_or_raises_busy(parts):
+    translator, decoder = make(parts, max_queued=4, max_batch_size=2, max_interactive_batches=1)
+    decoder.gate.clear()  # the worker blocks in its first decoder call
+    first = translator.submit("One. Two.")      # taken by the worker
+    time.sleep(0.2)
+    held = translator.submit("Three. Four. Five. Six.")  # fills the queue (4 waiting)
+    with pytest.raises(Busy, match="queue is full"):
+        translator.submit("Seven.", block=False)
+    started = time.perf_counter()
+    with pytest.raises(Busy):
+        translator.submit("Seven.", timeout=0.2)
+    assert time.perf_counter() - started >= 0.2
+    unblocked = threading.Timer(0.3, decoder.gate.set)
+    unblocked.start()
+    late = translator.submit("Seven.")  # blocks until the worker takes rows, then goes through
+    assert [len(list(s)) for s in (first, held, late)] == [2, 4, 1]
+    assert translator.engine.queued == 0
+    translator.close()
+
+
+def test_bad_input_fails_at_submit_time(parts):
+    translator, _ = make(parts)
+    with pytest.raises(ValueError, match="not offered"):
+        translator.submit("Hello.", TranslateOptions(target="fr"))
+    with pytest.raises(InputError, match="surrogate"):
+        translator.submit("bad \udcff text")
+    with pytest.raises(TypeError):
+        translator.submit(b"bytes")
+    assert translator.translate("Still works.")
+    translator.close()
+
+
+def test_a_failing_batch_fails_its_submissions_and_the_engine_goes_on(parts):
+    translator, _ = make(parts)
+    encoder = Recording(translator.model.encoder)
+    translator.model.encoder = encoder
+    poison = translator.tokenizer.encode("Poison.", translator.bundle.targets["zh-Hans"].id)
+    encoder.fail_when = lambda feed: any(row[:len(poison)].tolist() == poison for row in feed["input_ids"])
+    failing = translator.submit("Poison.")
+    with pytest.raises(TranslationFailed, match="ONNX Runtime failed on a batch of 1 sentences: .*injected"):
+        list(failing)
+    assert translator.translate("Hello there.")  # the next batch, without the poison, works
+    with pytest.raises(TranslationFailed):
+        translator.translate("Poison.")
+    encoder.fail_when = None
+    assert translator.translate("Poison.")
+    translator.close()
+
+
+def test_close_finishes_queued_work_and_is_idempotent(parts):
+    translator, _ = make(parts, delay=0.002)
+    submission = translator.submit(" ".join(english_sentences(10, seed=3)))
+    translator.close()
+    assert len(list(submission)) == 10  # finished, not dropped
+    translator.close()
+    with pytest.raises(EngineClosed):
+        translator.submit("More.")
+    with make(parts)[0] as t:
+        assert t.translate("Hello.")
+    with pytest.raises(EngineClosed):
+        t.translate("Hello.")
+
+
+def test_close_with_cancel_drops_queued_work(parts):
+    translator, decoder = make(parts, delay=0.003, max_batch_size=2)
+    submission = translator.submit(" ".join(english_sentences(30, seed=4)))
+    time.sleep(0.05)
+    translator.close(cancel=True)
+    assert len(list(submission)) < 30 and submission.cancelled
+
+
+def test_interactive_work_goes_ahead_of_bulk(parts):
+    translator, _ = make(parts, delay=0.002, max_batch_size=4)
+    finished = []
+    bulk = translator.submit(" ".join(english_sentences(80, seed=6)), priority=Priority.BULK, order="completion")
+    consumer = threading.Thread(target=lambda: [finished.append("bulk") for _ in bulk])
+    consumer.start()
+    time.sleep(0.05)
+    list(translator.submit("Where is the station?"))
+    finished.append("interactive")
+    consumer.join(60)
+    position = finished.index("interactive")
+    assert position < 40, position  # answered long before the bulk job's end
+    translator.close()
+
+
+def test_owners_are_interleaved_fairly(parts):
+    bundle, tokenizer, model = parts
+    engine = Engine(Seq2Seq(model.encoder, Recording(model.decoder, 0.002), bundle),
+                    EngineOptions(max_batch_size=4, max_bulk_batches=1))
+    target = bundle.targets["zh-Hans"].id
+    first = [Request(tuple(tokenizer.encode(s, target)), 12) for s in english_sentences(40, seed=7)]
+    second = [Request(tuple(tokenizer.encode(s, target)), 12) for s in english_sentences(4, seed=8)]
+    a = engine.submit(first, Priority.BULK)
+    b = engine.submit(second, Priority.BULK)
+    done_b = list(b.in_order())
+    done_a_when_b_done = sum(r is not None for r in a._results)
+    assert len(done_b) == 4 and done_a_when_b_done < 30  # b did not wait for a's 40 rows
+    list(a.in_order())
+    engine.close()
+
+
+def test_cache_is_pluggable_and_keyed_by_model_and_options(parts):
+    cache = LRUCache(100)
+    translator, decoder = make(parts, cache=cache)
+    text = "Where is the station? Where is the station?"
+    first = list(translator.translate_iter(text))
+    calls = len(decoder.batches)
+    again = list(translator.translate_iter(text))
+    assert len(decoder.batches) == calls and all(r.cached for r in again)  # no decoding at all
+    assert [r.text for r in again] == [r.text for r in first]
+    assert len(cache) == 1  # one sentence, twice in the text, decoded and stored once
+    key = next(iter(cache._data))
+    assert key.model == translator.model_id and key.target == "zh-Hans"
+    list(translator.translate_iter(text, TranslateOptions(max_length=5)))
+    assert len(decoder.batches) > calls and len(cache) == 2  # another option is another key
+    other, _ = make(parts, cache=None)
+    assert other.cache is None and not any(r.cached for r in other.translate_iter(text))
+    translator.close()
+    other.close()
+
+
+def test_targets_and_options_share_a_batch(parts):
+    translator, decoder = make(parts, delay=0.005)
+    texts = [(" ".join(english_sentences(2, seed=k)), TranslateOptions(target=t, max_length=m))
+             for k, (t, m) in enumerate([("zh-Hans", None), ("zh-Hant", 12), ("zh-Hans", 6), ("zh-Hant", None)])]
+    submissions = [translator.submit(text, options) for text, options in texts]
+    results = [list(s) for s in submissions]
+    assert max(decoder.batches) >= 4
+    assert all(len(r.ids) <= 6 for r in results[2])
+    translator.close()
