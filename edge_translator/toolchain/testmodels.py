@@ -4,6 +4,9 @@
   under ``tests/fixtures`` so runtime tests never need torch.
 * ``full``: the exact opus-mt-en-zh configuration (``config.json`` of the real model) with
   random weights and the vocabulary padded to 65,001 ids, for size and speed work.
+* ``large``: weights as large as trained models have (std 0.15 in the linear layers, 0.25
+  in the embeddings), so that activations are large and the model amplifies rounding; for
+  export-parity tests. :func:`build_full` takes the same standard deviations.
 
 Nothing here downloads anything: the text that trains the SentencePiece models is
 generated from a fixed seed.
@@ -251,7 +254,76 @@ def build_tiny(out: str | Path, seed: int = 0, d_model: int = 32, layers: int = 
     return out
 
 
-def build_full(out: str | Path, reference: str | Path | None = None, seed: int = 0) -> Path:
+#: Standard deviations of the large-weights models: (linear layers, embeddings).
+LARGE_WEIGHT_STD = (0.15, 0.25)
+
+
+def enlarge_weights(model, linear_std: float, embed_std: float, seed: int = 0) -> None:
+    """Redraw a Marian model's linear and token-embedding weights with these standard deviations.
+
+    Biases, layer norms and the sinusoidal positions are left as they are. With std 0.15
+    a d_model-512 layer multiplies activations by about 3, so the residual stream grows
+    layer by layer, attention saturates, and float32 rounding reaches the logits amplified.
+    """
+    torch = require("torch", "export")
+    generator = torch.Generator().manual_seed(seed)
+    output = model.get_output_embeddings()
+    # one matrix when tied: the encoder and decoder lookup and the output layer
+    embeddings = {w.data_ptr(): w for w in (model.get_input_embeddings().weight, output.weight)}
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module is not output:
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * linear_std)
+        for weight in embeddings.values():
+            weight.copy_(torch.randn(weight.shape, generator=generator) * embed_std)
+
+
+def build_large(out: str | Path, tokenizer: str | Path, seed: int = 0, d_model: int = 512, layers: int = 2,
+                heads: int = 8, ffn: int = 1024, max_positions: int = 128,
+                std: tuple[float, float] = LARGE_WEIGHT_STD) -> Path:
+    """Build a random Marian model with large weights, reusing another model's tokenizer.
+
+    With the default shape (2+2 layers of the full model's width) and the tiny fixture's
+    tokenizer, PyTorch float32 lies about 8e-3 from float64 in logits and correct FP32
+    graphs about 1e-3 from PyTorch float32: the problem of the full-shape model, in seconds.
+
+    Args:
+        out: Directory to write.
+        tokenizer: A Marian model directory whose ``source.spm``, ``target.spm`` and
+            ``vocab.json`` are copied (the tiny fixture will do).
+        seed: Seed of the random weights.
+        d_model, layers, heads, ffn, max_positions: The architecture (layers on each side).
+        std: Standard deviations of the linear and embedding weights.
+
+    Returns:
+        The model directory, loadable with ``MarianMTModel.from_pretrained``.
+    """
+    torch = require("torch", "export")
+    transformers = require("transformers", "export")
+    out, tokenizer = Path(out), Path(tokenizer)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = json.loads((tokenizer / "vocab.json").read_text(encoding="utf-8"))
+    write_tokenizer(out, (tokenizer / "source.spm").read_bytes(), (tokenizer / "target.spm").read_bytes(),
+                    vocab, max_positions)
+    pad = vocab["<pad>"]
+    config = transformers.MarianConfig(
+        vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=d_model, encoder_layers=layers,
+        decoder_layers=layers, encoder_attention_heads=heads, decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn, decoder_ffn_dim=ffn, max_position_embeddings=max_positions,
+        activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad,
+        forced_eos_token_id=0, bos_token_id=0, static_position_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = transformers.MarianMTModel(config).eval()
+    enlarge_weights(model, *std, seed=seed)
+    model.save_pretrained(str(out))
+    (out / "generation_config.json").write_text(json.dumps(_generation_config(config), indent=2))
+    return out
+
+
+def build_full(out: str | Path, reference: str | Path | None = None, seed: int = 0,
+               std: tuple[float, float] | None = None) -> Path:
     """Build a random model with the exact opus-mt-en-zh configuration into ``out``.
 
     Args:
@@ -260,6 +332,8 @@ def build_full(out: str | Path, reference: str | Path | None = None, seed: int =
             ``generation_config.json``; ``None`` uses the copy shipped with the toolchain
             (:data:`REFERENCE_CONFIG`).
         seed: Seed of the random weights and tokenizer text.
+        std: Standard deviations of the linear and embedding weights (for example
+            :data:`LARGE_WEIGHT_STD`); ``None`` keeps transformers' initialization (0.02).
     """
     torch = require("torch", "export")
     transformers = require("transformers", "export")
@@ -273,6 +347,8 @@ def build_full(out: str | Path, reference: str | Path | None = None, seed: int =
         raise ValueError(f"<pad> got id {vocab['<pad>']}, config expects {config.pad_token_id}")
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
+    if std is not None:
+        enlarge_weights(model, *std, seed=seed)
     model.save_pretrained(str(out))
     generation = reference / "generation_config.json"
     if generation.is_file():
