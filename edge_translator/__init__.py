@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["Translator", "TranslateOptions", "SentenceResult", "split_sentences", "__version__"]
+__all__ = ["Translator", "TranslateOptions", "SentenceResult", "Priority", "EngineOptions", "split_sentences",
+           "__version__"]
 
 
 def __getattr__(name: str):
@@ -12,6 +13,10 @@ def __getattr__(name: str):
         from .core import translator
 
         return getattr(translator, name)
+    if name in ("Priority", "EngineOptions"):
+        from .core import engine
+
+        return getattr(engine, name)
     if name == "split_sentences":
         from .core.text import split_sentences
 
