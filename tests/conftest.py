@@ -32,6 +32,19 @@ def tiny_int8() -> Path:
     return FIXTURES / "tiny-int8"
 
 
+@pytest.fixture(scope="session")
+def fp32_parts(tiny_fp32):
+    """``(bundle, tokenizer, model)`` of the FP32 fixture, the model on one thread."""
+    from edge_translator.core.bundle import load_bundle
+    from edge_translator.core.decode import Seq2Seq
+    from edge_translator.core.tokenizer import Tokenizer
+
+    bundle = load_bundle(tiny_fp32)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                               bundle.pad_id)
+    return bundle, tokenizer, Seq2Seq.load(bundle, threads=1)
+
+
 @pytest.fixture
 def bundle_copy(tmp_path, tiny_int8) -> Path:
     """A writable copy of the INT8 fixture bundle."""

@@ -7,12 +7,10 @@ import numpy as np
 import pytest
 
 from edge_translator import TranslateOptions, Translator
-from edge_translator.core.bundle import load_bundle
 from edge_translator.core.cache import LRUCache
 from edge_translator.core.decode import Seq2Seq
 from edge_translator.core.engine import Engine, EngineOptions, Priority, Request
 from edge_translator.core.errors import Busy, EngineClosed, InputError, TranslationFailed
-from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
 from .ties import assert_equal_or_tie, greedy_tie, onnx_next_logprobs
@@ -45,12 +43,8 @@ class Recording:
 
 
 @pytest.fixture(scope="module")
-def parts(tiny_fp32):
-    bundle = load_bundle(tiny_fp32)
-    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
-                               bundle.pad_id)
-    model = Seq2Seq.load(bundle, threads=1)
-    return bundle, tokenizer, model
+def parts(fp32_parts):
+    return fp32_parts
 
 
 def make(parts, delay=0.0, cache=None, **engine):

@@ -7,7 +7,6 @@ import pytest
 
 from edge_translator.core.bundle import load_bundle
 from edge_translator.core.decode import Seq2Seq
-from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
 from .ties import assert_equal_or_tie, beam_margin, beam_tie, greedy_tie, onnx_next_logprobs, torch_next_logprobs
@@ -31,11 +30,9 @@ def hf(tiny_hf):
 
 
 @pytest.fixture(scope="module")
-def fp32(tiny_fp32):
-    bundle = load_bundle(tiny_fp32)
-    tok = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
-                         bundle.pad_id)
-    return Seq2Seq.load(bundle, threads=1), tok, bundle
+def fp32(fp32_parts):
+    bundle, tok, seq = fp32_parts
+    return seq, tok, bundle
 
 
 def _varied_strings(count: int, seed: int = 3) -> list[str]:

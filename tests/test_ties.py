@@ -3,20 +3,14 @@
 import numpy as np
 import pytest
 
-from edge_translator.core.bundle import load_bundle
-from edge_translator.core.decode import Seq2Seq
-from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
 from .ties import beam_margin, beam_tie, greedy_tie, onnx_next_logprobs
 
 
 @pytest.fixture(scope="module")
-def fp32(tiny_fp32):
-    bundle = load_bundle(tiny_fp32)
-    tok = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
-                         bundle.pad_id)
-    seq = Seq2Seq.load(bundle, threads=1)
+def fp32(fp32_parts):
+    bundle, tok, seq = fp32_parts
     sources = [tok.encode(s, bundle.targets["zh-Hans"].id) for s in english_sentences(30, seed=77)]
     return seq, bundle, sources
 
