@@ -169,16 +169,62 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = bench.run_benchmark(fixtures / "tiny-int8", fixtures / "tiny-fp32", fixtures / "tiny-marian", ct2,
                                      english_sentences(32, 5), options, command)
         result.model = "SMOKE RUN on the tiny test fixtures: these figures only show that the harness works."
+        int8, sentences = fixtures / "tiny-int8", english_sentences(64, 7)
     else:
         int8, fp32, hf, ct2 = bench.prepare_models(Path(args.work), args.reference, args.threads)
         sizes = tuple(int(x) for x in args.batch_sizes.split(",") if x.strip())
         options = bench.BenchOptions(threads=args.threads, rounds=args.rounds, batch_sizes=sizes)
-        result = bench.run_benchmark(int8, fp32, hf, ct2, bench.prose_sentences(), options, command)
+        sentences = bench.prose_sentences()
+        result = bench.run_benchmark(int8, fp32, hf, ct2, sentences, options, command)
+    if args.load:
+        result.load = _load_benchmark(args, int8, sentences, command, rounds=min(args.rounds, 3))
     path = bench.write_report(result, Path(args.out))
     print(f"wrote {path}")
     for name, rate in result.batch1_tok_s.items():
         print(f"batch 1  {name:10s} {rate:9.1f} tok/s")
+    if result.load:
+        _print_load(result.load)
     return 0
+
+
+def cmd_bench_load(args: argparse.Namespace) -> int:
+    """Benchmark the engine under load only, and update that section of the report."""
+    from .toolchain import bench, loadbench
+
+    command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench-load"
+    if args.smoke:
+        from .toolchain.testmodels import english_sentences
+
+        int8, sentences = Path(args.fixtures) / "tiny-int8", english_sentences(64, 7)
+    else:
+        int8 = bench.prepare_models(Path(args.work), args.reference, args.threads)[0]
+        sentences = bench.prose_sentences()
+    load = _load_benchmark(args, int8, sentences, command, rounds=args.rounds)
+    path = loadbench.update_report(load, Path(args.out))
+    print(f"updated {path}")
+    _print_load(load)
+    return 0
+
+
+def _load_benchmark(args: argparse.Namespace, bundle: Path, sentences: list[str], command: str, rounds: int) -> dict:
+    from .toolchain import loadbench
+
+    if args.smoke:  # the tiny fixtures, in seconds: the figures mean nothing
+        options = loadbench.smoke_options(args.threads, soak=args.soak_minutes > 0)
+    else:
+        options = loadbench.LoadOptions(threads=args.threads, rounds=rounds, soak_seconds=args.soak_minutes * 60)
+    return loadbench.run_load(bundle, sentences, options, command)
+
+
+def _print_load(load: dict) -> None:
+    for callers, row in load["concurrency"]["callers"].items():
+        print(f"{callers:>2} callers  {row['tok_s']:9.1f} tok/s  {row['ratio']}x sequential  "
+              f"p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms")
+    inter = load["interactive"]
+    print(f"interactive during bulk: p50 {inter['loaded']['p50_ms']} ms, {inter['ratio_p50']}x unloaded")
+    if load["soak"]:
+        print(f"soak {load['soak']['seconds']:.0f} s: RSS {load['soak']['start_mb']} -> {load['soak']['end_mb']} MB, "
+              f"slope {load['soak']['slope_mb_per_min']} MB/min")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--name", help="model name recorded in bundle.json")
     ex.add_argument("--restrict-output", action="store_true",
                     help="compute logits only for target-side pieces (fewer bytes per step)")
+    ex.add_argument("--parity-tolerance", type=float, metavar="FACTOR",
+                    help="the FP32 graphs' logits may differ from PyTorch float64 by FACTOR times what "
+                    "PyTorch float32's do, plus 1e-4 (default 4)")
     ex.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     ex.set_defaults(func=cmd_export)
 
@@ -251,16 +300,36 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: the opus-mt-en-zh configuration shipped with the toolchain)")
     be.add_argument("--out", default="docs", help="directory for benchmarks.md, .json and the plot")
     be.add_argument("--threads", type=int, default=2)
-    be.add_argument("--rounds", type=int, default=5, help="alternating rounds (batched runs use half)")
+    be.add_argument("--rounds", type=int, default=5,
+                    help="alternating rounds (batched runs use half, the load benchmark at most 3)")
     be.add_argument("--batch-sizes", default="1,4,16,32,64", help="batch sizes of the throughput curve")
     be.add_argument("--smoke", action="store_true", help="run on the tiny test fixtures (checks the harness only)")
     be.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
+    _add_load_arguments(be)
+    be.add_argument("--load", action=argparse.BooleanOptionalAction, default=True,
+                    help="also benchmark the engine under load: concurrent callers, priority, memory (default on)")
     be.set_defaults(func=cmd_bench)
+
+    bl = sub.add_parser("bench-load", help="benchmark the engine under load only and update that section of "
+                        "benchmarks.md and .json (extra 'bench')")
+    bl.add_argument("--work", default="work/bench", help="where the full-shape model is kept")
+    bl.add_argument("--reference", help="directory with the real model's config.json "
+                    "(default: the opus-mt-en-zh configuration shipped with the toolchain)")
+    bl.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
+    bl.add_argument("--threads", type=int, default=2)
+    bl.add_argument("--rounds", type=int, default=3, help="alternating rounds of the throughput runs")
+    bl.add_argument("--smoke", action="store_true", help="run on the tiny test fixtures (checks the harness only)")
+    bl.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
+    _add_load_arguments(bl)
+    bl.set_defaults(func=cmd_bench_load)
     return parser
 
-    ex.add_argument("--parity-tolerance", type=float, metavar="FACTOR",
-                    help="the FP32 graphs' logits may differ from PyTorch float64 by FACTOR times what "
-                    "PyTorch float32's do, plus 1e-4 (default 4)")
+
+def _add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--soak-minutes", type=float, default=10.0,
+                        help="how long callers and a bulk job run while RSS is sampled; 0 skips it "
+                        "(--smoke: a few seconds)")
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; errors become one line on stderr and an exit code."""

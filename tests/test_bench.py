@@ -21,6 +21,78 @@ def test_bench_smoke_writes_report(tmp_path):
     assert (out / "benchmarks-throughput.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "benchmarks.md").read_text()
     assert "SMOKE RUN" in report and "| ct2-int8 |" in report
+    _check_load(data["load"], soak=True)
+    assert "## Engine under load" in report and "| 16 |" in report and "max_bulk_batches=2" in report
+
+
+def _check_load(load, soak):
+    """The load section's structure: counts, positive figures, ratios (no speed is asserted)."""
+    conc = load["concurrency"]
+    assert set(conc["callers"]) == {"1", "4", "16"}
+    expected = conc["paragraphs"] * conc["sentences_per_paragraph"]
+    for row in [conc["sequential"], *conc["callers"].values()]:
+        assert row["sentences"] == expected and row["tokens"] > 0
+        assert row["tok_s"] > 0 and row["sent_s"] > 0 and 0 < row["p50_ms"] <= row["p95_ms"]
+        assert row["calls"] == conc["paragraphs"] * load["options"]["rounds"]
+    assert all(row["ratio"] > 0 for row in conc["callers"].values())
+    first = load["first_sentence"]
+    assert 0 < first["sentences"] <= 50 and 0 < first["first_completed_s"] <= first["first_s"] <= first["all_s"]
+    inter = load["interactive"]
+    assert inter["loaded"]["p50_ms"] > 0 and inter["unloaded"]["p50_ms"] > 0 and inter["ratio_p50"] > 0
+    assert 0 < inter["bulk_sentences"] <= load["options"]["bulk_sentences"]
+    bulk, interactive = load["scheduler"]["bulk"], load["scheduler"]["interactive"]
+    for key in ("max_bulk_batches_1", "max_bulk_batches_2", "no_tail_bound"):
+        assert bulk[key]["tok_s"] > 0 and 0 < bulk[key]["sentences"] <= load["options"]["scheduler_sentences"]
+    assert bulk["ratio_2_vs_1"] > 0 and bulk["ratio_bound_vs_2"] > 0
+    assert set(interactive["callers"]) == {"4", "16"}
+    for pair in interactive["callers"].values():
+        assert pair["ratio_4_vs_1"] > 0
+        assert pair["max_interactive_batches_1"]["sentences"] == pair["max_interactive_batches_4"]["sentences"] > 0
+    assert interactive["first_sentence_1"]["first_s"] > 0 and interactive["first_sentence_4"] == first
+    if not soak:
+        assert load["soak"] == {}
+        return
+    rss = load["soak"]
+    assert rss["seconds"] >= load["options"]["soak_seconds"] and len(rss["samples"]) >= 3
+    assert 10 < rss["loaded_mb"] and 10 < rss["start_mb"] <= rss["peak_mb"] and rss["end_mb"] <= rss["peak_mb"]
+    assert rss["slope_mb_per_min"] is not None and rss["interactive_sentences"] > 0 and rss["bulk_sentences"] >= 0
+
+
+def test_bench_load_updates_only_its_section(tmp_path):
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "benchmarks.md").write_text("# Benchmarks\n\nKept.\n\n## Engine under load\n\nold\n\n"
+                                       "## Later\n\nAlso kept.\n")
+    (out / "benchmarks.json").write_text('{"batch1_tok_s": {"ours-int8": 1.0}, "load": {"old": true}}')
+    result = run_cli("bench-load", "--smoke", "--soak-minutes", "0", "--out", str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    data = json.loads((out / "benchmarks.json").read_text())
+    assert data["batch1_tok_s"] == {"ours-int8": 1.0} and "old" not in data["load"]
+    _check_load(data["load"], soak=False)
+    report = (out / "benchmarks.md").read_text()
+    assert report.startswith("# Benchmarks\n\nKept.\n\n## Engine under load\n")
+    assert report.count("## Engine under load") == 1 and "\nold\n" not in report
+    assert report.endswith("\n## Later\n\nAlso kept.\n") and "--soak-minutes 0" in report
+
+
+def test_distinct_sentences_never_repeat():
+    from edge_translator.toolchain.loadbench import distinct_sentences
+
+    out = distinct_sentences(["One.", "Two."], 60)
+    assert len(set(out)) == 60 and out[:2] == ["One.", "Two."] and out[2] == "Later, One."
+    with pytest.raises(ValueError, match="at least one sentence"):
+        distinct_sentences([], 3)
+
+
+def test_load_options_reject_callers_without_work():
+    from edge_translator.toolchain.loadbench import LoadOptions
+
+    with pytest.raises(ValueError, match="paragraphs"):
+        LoadOptions(paragraphs=8)
+    with pytest.raises(ValueError, match="scheduler_callers"):
+        LoadOptions(scheduler_callers=(2,))
+    with pytest.raises(ValueError, match="rounds"):
+        LoadOptions(rounds=0)
 
 
 def test_prose_text_ships_in_a_package():

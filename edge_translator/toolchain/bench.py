@@ -72,6 +72,8 @@ class BenchResult:
     sizes_mb: dict = field(default_factory=dict)
     bandwidth: dict = field(default_factory=dict)
     text: dict = field(default_factory=dict)
+    load: dict = field(default_factory=dict)
+    """The engine under load (:func:`.loadbench.run_load`); empty when not run."""
 
 
 def machine_info() -> dict:
@@ -503,6 +505,10 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         f"{result.text.get('segmentation_mb_s')} MB/s.",
         "",
     ]
+    if result.load:
+        from .loadbench import render_section
+
+        lines += render_section(result.load)
     return "\n".join(lines)
 
 
