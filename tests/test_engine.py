@@ -281,22 +281,10 @@ def test_targets_and_options_share_a_batch(parts):
 
 @pytest.mark.parametrize("interval_ms, progresses", [(20.0, True), (1e9, False)])
 def test_bulk_work_is_delayed_not_starved(parts, interval_ms, progresses):
-    translator, _ = make(parts, delay=0.002, bulk_step_interval_ms=interval_ms)
+    translator, _ = make(parts, delay=0.002, bulk_step_interval_ms=interval_ms, max_batch_size=8)
+    interactive = translator.submit(" ".join(english_sentences(80, seed=13)))  # keeps a batch busy throughout
     bulk = translator.submit(" ".join(english_sentences(30, seed=12)), priority=Priority.BULK)
-    stop = time.perf_counter() + 1.5
-
-    def interactive():
-        k = 0
-        while time.perf_counter() < stop:
-            list(translator.submit(f"Where is room {k}? The station is near the river number {k}."))
-            k += 1
-
-    callers = [threading.Thread(target=interactive) for _ in range(3)]
-    for t in callers:
-        t.start()
-    time.sleep(0.3)
-    for t in callers:
-        t.join(30)
+    assert len(list(interactive)) == 80
     done = sum(r is not None for r in bulk._ticket._results)
     assert (done > 0) == progresses, done
     translator.close(cancel=True)
