@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -477,7 +477,7 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
     paragraphs = [" ".join(p) for p in _chunks(distinct_sentences(pool, opts.paragraphs * n), n)]
     bulk_text = " ".join(distinct_sentences(pool, opts.bulk_sentences))
     long_text = distinct_sentences(pool, opts.first_text_sentences)
-    engine = EngineOptions(max_interactive_batches=4, max_bulk_batches=2)
+    engine = EngineOptions()  # the defaults, as users get them
     result = {"machine": machine_info(), "command": command, "options": asdict(opts), "engine": asdict(engine),
               "bundle": str(bundle_dir),
               "decoding": "greedy, repetition guard off, length 2 × source tokens + 10 (random weights)"}
@@ -491,16 +491,16 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
             _warm_up(translator, pool, options)
             return translator
 
-        main, one = load(engine), load(EngineOptions(max_interactive_batches=1))
+        main, four = load(engine), load(replace(engine, max_interactive_batches=4))
         runs = {"sequential": lambda: drive(main, paragraphs, 0, options)}
         runs.update({str(c): (lambda c=c: drive(main, paragraphs, c, options)) for c in opts.callers})
-        runs.update({f"{c}, one batch": (lambda c=c: drive(one, paragraphs, c, options))
+        runs.update({f"{c}, four batches": (lambda c=c: drive(four, paragraphs, c, options))
                      for c in opts.scheduler_callers})
         samples = _alternate(runs, opts.rounds)
-        first_one = first_sentence(one, long_text, opts, options)
-        one.close()
+        first_four = first_sentence(four, long_text, opts, options)
+        four.close()
         sequential = _summary(samples.pop("sequential"))
-        one_batch = {c: _summary(samples.pop(f"{c}, one batch")) for c in opts.scheduler_callers}
+        four_batches = {c: _summary(samples.pop(f"{c}, four batches")) for c in opts.scheduler_callers}
         callers = {name: _summary(s) for name, s in samples.items()}
         for summary in callers.values():
             summary["ratio"] = _ratio(summary["tok_s"], sequential["tok_s"])
@@ -511,15 +511,15 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
         logger.info("first sentence: %s", result["first_sentence"])
         result["interactive"] = interactive_under_bulk(main, pool, bulk_text, opts, options)
         logger.info("interactive under bulk: %s", result["interactive"])
-        one_bulk = load(EngineOptions(max_bulk_batches=1))
+        one_bulk = load(replace(engine, max_bulk_batches=1))
         scheduler_text = " ".join(distinct_sentences(pool, opts.scheduler_sentences))
-        interactive = {str(c): {"max_interactive_batches_1": one_batch[c], "max_interactive_batches_4": callers[str(c)],
-                                "ratio_4_vs_1": _ratio(callers[str(c)]["tok_s"], one_batch[c]["tok_s"])}
+        interactive = {str(c): {"max_interactive_batches_1": callers[str(c)], "max_interactive_batches_4": four_batches[c],
+                                "ratio_4_vs_1": _ratio(four_batches[c]["tok_s"], callers[str(c)]["tok_s"])}
                        for c in opts.scheduler_callers}
         result["scheduler"] = {
             "bulk": interleaved_bulk(one_bulk, main, scheduler_text, opts, options),
-            "interactive": {"callers": interactive, "first_sentence_1": first_one,
-                            "first_sentence_4": result["first_sentence"]}}
+            "interactive": {"callers": interactive, "first_sentence_1": result["first_sentence"],
+                            "first_sentence_4": first_four}}
         one_bulk.close()
     result["soak"] = soak_in_child(bundle_dir, paragraphs, bulk_text, opts)
     return result
