@@ -120,7 +120,7 @@ class Submission:
 
     def __init__(self, translator: Translator, segments: list[Segment], options: TranslateOptions,
                  order: str, ready: list[SentenceResult | None], ticket: Ticket | None,
-                 rows: dict[int, int], keys: dict[int, CacheKey]):
+                 rows: dict[int, int], keys: dict[int, CacheKey], spans: list[tuple[int, int]]):
         self.options = options
         """The options in effect."""
         self.order = order
@@ -131,11 +131,7 @@ class Submission:
         self._ticket = ticket
         self._rows = rows          # segment index -> ticket row
         self._keys = keys          # segment index -> cache key
-        self._spans = []
-        offset = 0
-        for seg in segments:
-            self._spans.append((offset, offset + len(seg.text)))
-            offset += len(seg.text) + len(seg.separator)
+        self._spans = spans        # segment index -> (start, end) in the text
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -290,10 +286,8 @@ class Translator:
         rows: dict[int, int] = {}
         keys: dict[int, CacheKey] = {}
         first_row: dict[CacheKey, int] = {}
-        offset = 0
-        for i, seg in enumerate(segments):
-            span = (offset, offset + len(seg.text))
-            offset += len(seg.text) + len(seg.separator)
+        spans = _spans(segments)
+        for i, (seg, span) in enumerate(zip(segments, spans)):
             if not seg.text.strip():
                 ready[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options, span)
                 continue
@@ -312,7 +306,7 @@ class Translator:
                 requests.append(Request(tuple(source), self._limit(len(source), options), options.beam_size,
                                         guard))
         ticket = self.engine.submit(requests, priority, block=block, timeout=timeout) if requests else None
-        return Submission(self, segments, options, order, ready, ticket, rows, keys)
+        return Submission(self, segments, options, order, ready, ticket, rows, keys, spans)
 
     def translate_iter(self, text: str, options: TranslateOptions | None = None) -> Iterator[SentenceResult]:
         """Translate ``text`` lazily, one sentence at a time, in input order.
@@ -354,6 +348,15 @@ class Translator:
 
     def __exit__(self, *exc) -> None:
         self.close(cancel=exc[0] is not None)
+
+
+def _spans(segments: list[Segment]) -> list[tuple[int, int]]:
+    """Where each segment's text sits in the text it was cut from."""
+    spans, offset = [], 0
+    for seg in segments:
+        spans.append((offset, offset + len(seg.text)))
+        offset += len(seg.text) + len(seg.separator)
+    return spans
 
 
 def render(results) -> Iterator[str]:
