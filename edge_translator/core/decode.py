@@ -374,7 +374,9 @@ class GreedyBatch:
         last_logits = logits[:, -1, :]
         peak = last_logits.max(axis=-1, keepdims=True)
         log_norm = (np.log(np.exp(last_logits - peak).sum(axis=-1)) + peak[:, 0]).astype(np.float64)
-        chosen = model.next_tokens(last_logits.copy(), allow_eos=self.steps >= self.min_new_tokens)
+        # next_tokens masks pad (and eos) in place; the chosen token is never a masked one,
+        # so its logit below is the model's own, and log_norm was taken before the masking.
+        chosen = model.next_tokens(last_logits, allow_eos=self.steps >= self.min_new_tokens)
         columns = chosen if model.output_ids is None else np.searchsorted(model.output_ids, chosen)
         chosen_logprob = last_logits[np.arange(len(chosen)), columns].astype(np.float64) - log_norm
         self.steps += 1
