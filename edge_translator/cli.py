@@ -62,15 +62,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .toolchain.export import ExportOptions, export
     from .toolchain.quantize import QuantizeOptions
 
+    if args.calibrate and args.quantize != "int8":
+        raise InputError(f"--calibrate makes a static INT8 bundle; it does not go with --quantize {args.quantize}")
+    if args.restrict_output and args.quantize in ("q8", "q4"):
+        raise InputError(f"--restrict-output works with --quantize int8 or none, not {args.quantize}")
     if args.quantize == "none":
         quant = QuantizeOptions(mode="none")
     else:
         op_types = tuple(t.strip() for t in args.op_types.split(",") if t.strip())
-        quant = QuantizeOptions(
-            mode="static" if args.calibrate else "dynamic", per_channel=args.per_channel,
-            op_types=op_types, exclude_nodes=tuple(args.exclude_nodes or ()),
-            calibration=Path(args.calibrate) if args.calibrate else None,
-        )
+        mode = args.quantize if args.quantize != "int8" else "static" if args.calibrate else "dynamic"
+        try:
+            quant = QuantizeOptions(
+                mode=mode, per_channel=args.per_channel, block_size=args.block_size,
+                op_types=op_types, exclude_nodes=tuple(args.exclude_nodes or ()),
+                calibration=Path(args.calibrate) if args.calibrate else None,
+            )
+        except ValueError as exc:
+            raise InputError(f"{exc}; see edge-translator export --help") from None
     if args.calibrate and not Path(args.calibrate).is_file():
         raise InputError(f"calibration file {args.calibrate} does not exist")
     tolerance = {} if args.parity_tolerance is None else {"parity_tolerance": args.parity_tolerance}
@@ -96,9 +104,14 @@ def _print_summary(out: Path) -> None:
     if restricted:
         print(f"restricted vs full output layer: {restricted['identical']}/{restricted['sentences']} identical")
     agreement = validation.get("int8_agreement")
+    label = {"dynamic": "INT8", "static": "static INT8"}.get(bundle.quantization["mode"], bundle.quantization["mode"])
     if agreement:
-        print(f"INT8 vs FP32 greedy: {agreement['identical']}/{agreement['sentences']} sentences identical, "
+        print(f"{label} vs FP32 greedy: {agreement['identical']}/{agreement['sentences']} sentences identical, "
               f"token agreement {agreement['token_agreement']:.1%}")
+    invariance = validation.get("batch_invariance")
+    if invariance:
+        print(f"{label} batched vs one at a time: {invariance['differ']}/{invariance['sentences']} sentences differ, "
+              f"max |logit diff| {invariance['max_abs_logit_diff']:.2e} (on {invariance['cpu']})")
 
 
 def cmd_test_model(args: argparse.Namespace) -> int:
@@ -118,18 +131,62 @@ def cmd_test_model(args: argparse.Namespace) -> int:
 
 def cmd_train_demo(args: argparse.Namespace) -> int:
     """Train, export and evaluate the small embedded demo model."""
+    from .core.bundle import load_bundle
+    from .toolchain.schemes import SchemeOptions
     from .toolchain.train import TrainOptions, run
 
     options = TrainOptions(seed=args.seed, time_budget_minutes=args.minutes, threads=args.threads)
-    out = run(args.work, args.out, options, force=args.force)
+    out = run(args.work, args.out, options, force=args.force, quantize=_scheme(args))
     _print_summary(out)
     if args.evaluate:
         from .toolchain.train import evaluate_choices
 
-        results = evaluate_choices(Path(args.work), out, Path(args.work) / "hf")
-        for name in ("pytorch_fp32", "onnx_fp32", "onnx_int8", "onnx_int8_fp32_embedding", "onnx_int8_restricted"):
-            r = results[name]
-            print(f"{name:26s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}")
+        from .toolchain.export import ExportOptions, export
+        from .toolchain.modelcard import write_model_card
+        from .toolchain.schemes import variants
+
+        work, hf = Path(args.work), Path(args.work) / "hf"
+        results = evaluate_choices(work, hf, progress=print)
+        r = results["pytorch_fp32"]
+        print(f"{'pytorch':10s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}")
+        chosen = variants(SchemeOptions())[results["choice"]]
+        if load_bundle(out).quantization != chosen.as_manifest():
+            out = export(hf, out, ExportOptions(quantize=chosen, force=True, name=Path(out).name))
+            _print_summary(out)
+        print(f"wrote {write_model_card(out, work, Path(out).name)}")
+    return 0
+
+
+def _scheme(args: argparse.Namespace):
+    """QuantizeOptions from ``--quantize`` and ``--block-size`` (no calibration, all op types)."""
+    from .toolchain.quantize import QuantizeOptions
+
+    try:
+        return QuantizeOptions(mode={"int8": "dynamic"}.get(args.quantize, args.quantize), block_size=args.block_size)
+    except ValueError as exc:
+        raise InputError(f"{exc}; see edge-translator {args.command} --help") from None
+
+
+def cmd_schemes(args: argparse.Namespace) -> int:
+    """Export and score every weight scheme of a model on held-out pairs."""
+    import json
+
+    from .toolchain import schemes
+    from .toolchain.quantize import BLOCK_SIZES
+
+    try:
+        sizes = tuple(int(x) for x in args.block_sizes.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or set(sizes) - set(BLOCK_SIZES):
+        raise InputError(f"--block-sizes takes sizes from {', '.join(map(str, BLOCK_SIZES))} separated by commas, "
+                         f"not {args.block_sizes!r}")
+    options = schemes.SchemeOptions(block_sizes=sizes, threads=args.threads, limit=args.limit,
+                                    max_bleu_loss=args.max_bleu_loss)
+    results = schemes.measure(Path(args.src), Path(args.pairs), Path(args.work), options, progress=print)
+    print("\n".join(schemes.render_table(results)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
 
 
@@ -164,20 +221,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         work = Path(args.work)
         work.mkdir(parents=True, exist_ok=True)
         ct2 = bench.convert_ct2(fixtures / "tiny-marian", work / "tiny-ct2")
+        bundles = {"ours-int8": fixtures / "tiny-int8", "ours-fp32": fixtures / "tiny-fp32",
+                   **bench.smoke_bundles(fixtures / "tiny-marian", work, args.block_size)}
         options = bench.BenchOptions(threads=args.threads, rounds=1, new_tokens=8, batched_new_tokens=8,
                                      batched_sentences=16, batch_sizes=(1, 8), latency_runs=2, cold_runs=1)
-        result = bench.run_benchmark(fixtures / "tiny-int8", fixtures / "tiny-fp32", fixtures / "tiny-marian", ct2,
-                                     english_sentences(32, 5), options, command)
+        result = bench.run_benchmark(bundles, fixtures / "tiny-marian", ct2, english_sentences(32, 5), options,
+                                     command)
         result.model = "SMOKE RUN on the tiny test fixtures: these figures only show that the harness works."
-        int8, sentences = fixtures / "tiny-int8", english_sentences(64, 7)
+        sentences = english_sentences(64, 7)
     else:
-        int8, fp32, hf, ct2 = bench.prepare_models(Path(args.work), args.reference, args.threads)
+        bundles, hf, ct2 = bench.prepare_models(Path(args.work), args.reference, args.threads, args.block_size)
         sizes = tuple(int(x) for x in args.batch_sizes.split(",") if x.strip())
         options = bench.BenchOptions(threads=args.threads, rounds=args.rounds, batch_sizes=sizes)
         sentences = bench.prose_sentences()
-        result = bench.run_benchmark(int8, fp32, hf, ct2, sentences, options, command)
+        result = bench.run_benchmark(bundles, hf, ct2, sentences, options, command)
     if args.load:
-        result.load = _load_benchmark(args, int8, sentences, command, rounds=min(args.rounds, 3))
+        result.load = _load_benchmark(args, bundles[options.shipped], sentences, command,
+                                      rounds=min(args.rounds, 3))
     path = bench.write_report(result, Path(args.out))
     print(f"wrote {path}")
     for name, rate in result.batch1_tok_s.items():
@@ -197,7 +257,8 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
 
         int8, sentences = Path(args.fixtures) / "tiny-int8", english_sentences(64, 7)
     else:
-        int8 = bench.prepare_models(Path(args.work), args.reference, args.threads)[0]
+        bundles = bench.prepare_models(Path(args.work), args.reference, args.threads, args.block_size)[0]
+        int8 = bundles[bench.BenchOptions().shipped]
         sentences = bench.prose_sentences()
     load = _load_benchmark(args, int8, sentences, command, rounds=args.rounds)
     path = loadbench.update_report(load, Path(args.out))
@@ -230,6 +291,7 @@ def _print_load(load: dict) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``edge-translator`` command."""
     from . import __version__
+    from .toolchain.quantize import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME
 
     parser = argparse.ArgumentParser(prog="edge-translator", description="Offline English→Chinese translation.",
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -249,7 +311,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="export a Hugging Face MarianMT model into a bundle")
     ex.add_argument("src", help="local Hugging Face MarianMT directory (or hub id, when online)")
     ex.add_argument("out", help="bundle directory to write")
-    ex.add_argument("--quantize", choices=("int8", "none"), default="int8", help="weight type (default int8)")
+    ex.add_argument("--quantize", choices=("int8", "q8", "q4", "none"), default=DEFAULT_SCHEME,
+                    help="weights: int8 (per channel, any CPU), q8/q4 (8- or 4-bit blocks, batch-invariant, "
+                    f"need an int8 dot-product CPU), none (float32); default {DEFAULT_SCHEME}")
+    ex.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                    help=f"weights per scale for q8/q4: 16, 32, 64, 128 or 256 (default {DEFAULT_BLOCK_SIZE})")
     ex.add_argument("--calibrate", metavar="FILE", help="static INT8 (QDQ) calibrated on these English lines")
     ex.add_argument("--per-channel", action=argparse.BooleanOptionalAction, default=True,
                     help="one INT8 scale per output channel (default on)")
@@ -281,8 +347,25 @@ def build_parser() -> argparse.ArgumentParser:
     td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     td.add_argument("--evaluate", action="store_true",
-                    help="also score PyTorch, FP32, INT8 and the INT8 choices on the test split")
+                    help="also score PyTorch and every weight scheme on the test split (eval.json), ship the "
+                    "scheme chosen from those scores, and write the model card")
+    td.add_argument("--quantize", choices=("int8", "q8", "q4", "none"), default=DEFAULT_SCHEME,
+                    help=f"weights of the exported bundle (default {DEFAULT_SCHEME})")
+    td.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                    help=f"weights per scale for q8/q4 (default {DEFAULT_BLOCK_SIZE})")
     td.set_defaults(func=cmd_train_demo)
+
+    sc = sub.add_parser("schemes", help="export and score every weight scheme (none, int8, q8, q4 per block "
+                        "size) on held-out pairs, and say which to ship (extras 'export', 'eval')")
+    sc.add_argument("src", help="local Hugging Face MarianMT directory")
+    sc.add_argument("--pairs", required=True, help="TSV: en<TAB>zh, or Tatoeba's cmn_id, zh, en_id, en")
+    sc.add_argument("--work", default="work/schemes", help="where the bundles are written (reused on a rerun)")
+    sc.add_argument("--block-sizes", default="64,128,256", help="block sizes for q8 and q4 (default 64,128,256)")
+    sc.add_argument("--max-bleu-loss", type=float, default=0.3, help="BLEU the chosen scheme may lose (0.3)")
+    sc.add_argument("--limit", type=int, help="score only the first N pairs")
+    sc.add_argument("--threads", type=int)
+    sc.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    sc.set_defaults(func=cmd_schemes)
 
     ev = sub.add_parser("eval", help="BLEU and chrF of a bundle on held-out pairs (extra 'eval')")
     ev.add_argument("bundle", help="bundle directory (or, with --torch, a Hugging Face model directory)")
@@ -303,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--rounds", type=int, default=5,
                     help="alternating rounds (batched runs use half, the load benchmark at most 3)")
     be.add_argument("--batch-sizes", default="1,4,16,32,64", help="batch sizes of the throughput curve")
+    be.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                    help=f"block size of the q8 and q4 bundles (default {DEFAULT_BLOCK_SIZE})")
     be.add_argument("--smoke", action="store_true", help="run on the tiny test fixtures (checks the harness only)")
     be.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
     _add_load_arguments(be)
@@ -318,6 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     bl.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
     bl.add_argument("--threads", type=int, default=2)
     bl.add_argument("--rounds", type=int, default=3, help="alternating rounds of the throughput runs")
+    bl.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                    help=f"block size of the q8 bundle it loads (default {DEFAULT_BLOCK_SIZE})")
     bl.add_argument("--smoke", action="store_true", help="run on the tiny test fixtures (checks the harness only)")
     bl.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
     _add_load_arguments(bl)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .bundle import Bundle
+from .cpu import check_runtime
 from .errors import BundleError
 from .sessions import create_session
 
@@ -90,7 +91,14 @@ class Seq2Seq:
 
     @classmethod
     def load(cls, bundle: Bundle, threads: int | None = None) -> Seq2Seq:
-        """Open the bundle's graphs with the runtime's session options."""
+        """Open the bundle's graphs with the runtime's session options.
+
+        Warns (one line) when the bundle's weight scheme is slow on this CPU, and refuses one
+        that needs a newer ONNX Runtime (see :func:`.cpu.check_runtime`).
+        """
+        warning = check_runtime(bundle.manifest)
+        if warning:
+            logger.warning(warning)
         return cls(create_session(bundle.file(bundle.encoder.file), threads),
                    create_session(bundle.file(bundle.decoder.file), threads), bundle)
 

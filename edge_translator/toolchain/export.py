@@ -23,7 +23,7 @@ from ..core.errors import ExportError
 from ..core.tokenizer import Tokenizer
 from .graphs import OPSET, decoder_io, encoder_io, write_graphs
 from .marian import MarianWeights, extract_weights, load_model
-from .quantize import QuantizeOptions, check_int8
+from .quantize import QuantizeOptions, check_int8, runtime_requirements
 from .validate import PARITY_FACTOR, PARITY_FLOOR, logits_parity
 
 logger = logging.getLogger(__name__)
@@ -143,6 +143,7 @@ def _manifest(name: str, src: Path, weights: MarianWeights, vocab: dict[str, int
         },
         "weights_file": "weights.bin",
         "quantization": quant.as_manifest(),
+        **({"runtime": runtime_requirements(quant)} if runtime_requirements(quant) else {}),
         "opset": OPSET,
         "tools": _versions(),
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -215,6 +216,8 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                                              "source": "target.spm pieces, </s> and <unk>"}
         with tempfile.TemporaryDirectory(prefix="edge-translator-fp32-") as tmp:
             fp32_dir = Path(tmp)
+            if quant.bits is not None and output_ids is not None:
+                raise ExportError(f"a restricted output layer works with int8 and float32 bundles, not {quant.mode}")
             for directory in {staging, fp32_dir}:
                 for file in ("source.spm", "target.spm", "vocab.json"):
                     shutil.copyfile(local / file, directory / file)
@@ -241,9 +244,10 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                 validation["int8_check"] = {"passed": True, "quantized_nodes": len(written.quantized_nodes)}
                 if options.validate:
                     int8_model, _ = _open(staging, manifest)
-                    from .validate import int8_agreement
+                    from .validate import batch_invariance, int8_agreement
 
                     validation["int8_agreement"] = int8_agreement(fp32_model, int8_model, tokenizer, target_id)
+                    validation["batch_invariance"] = batch_invariance(int8_model, tokenizer, target_id)
             manifest["storage"] = {"stored_bytes": written.stored_bytes,
                                    "referenced_bytes": written.referenced_bytes}
             manifest["validation"] = validation
@@ -281,7 +285,7 @@ def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, targ
 
 def _quantize(weights: MarianWeights, quant: QuantizeOptions, fp32_dir: Path, staging: Path,
               fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int, output_ids=None):
-    if quant.mode == "dynamic":
+    if quant.mode == "dynamic" or quant.bits is not None:
         return write_graphs(weights, quant, staging, output_ids=output_ids)
     from .calibrate import quantize_static_graphs
 

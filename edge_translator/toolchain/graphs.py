@@ -22,13 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from .marian import MarianWeights
-from .quantize import QuantizeOptions, quantize_weight
+from .quantize import BlockQuantized, QuantizeOptions, quantize_blocks, quantize_weight
 
 logger = logging.getLogger(__name__)
 
 OPSET = 17
 MS_DOMAIN = "com.microsoft"
 NEG_INF = -1e9
+#: The batch-invariant graphs pad the source axis of cross-attention K/V to a multiple of this.
+SOURCE_ALIGN = 16
 #: Tensors at least this large go to the shared weights file; smaller ones stay inline.
 EXTERNAL_MIN_BYTES = 1024
 ALIGN_LARGE = 4096
@@ -96,6 +98,8 @@ class GraphBuilder:
     outputs: list = field(default_factory=list)
     quantized_nodes: list[str] = field(default_factory=list)
     _count: int = 0
+    _block_table: BlockQuantized | None = None
+    _shared: dict = field(default_factory=dict)
 
     # -- primitives ---------------------------------------------------------------
     def const(self, name: str, array) -> str:
@@ -134,7 +138,13 @@ class GraphBuilder:
 
     # -- layers ---------------------------------------------------------------------
     def linear(self, x: str, weight: np.ndarray, bias: np.ndarray | None, name: str) -> str:
-        """``x @ weight + bias`` with weight [in, out]; INT8 when dynamic quantization applies."""
+        """``x @ weight + bias`` with weight [in, out]; quantized when the options say so."""
+        if self.quant.bits is not None and self.quant.quantizes("MatMul", name):
+            blocks = quantize_blocks(np.ascontiguousarray(weight.T), self.quant.bits, self.quant.block_size)
+            packed = self.const(f"{name}.weight_q{blocks.bits}", blocks.packed)
+            scales = self.const(f"{name}.weight_scales", blocks.scales)
+            bias_name = None if bias is None else self.const(f"{name}.bias", bias)
+            return self.nbits_matmul(x, packed, scales, blocks, bias_name, name)
         if self.quant.quantizes("MatMul", name):
             q, scale = quantize_weight(weight, self.quant.per_channel, axis=1)
             inputs = [x, self.const(f"{name}.weight_q", q), self.const(f"{name}.scale", scale), ""]
@@ -146,6 +156,25 @@ class GraphBuilder:
         if bias is None:
             return out
         return self.op("Add", [out, self.const(f"{name}.bias", bias)], name=f"{name}.add")
+
+    def nbits_matmul(self, x: str, packed: str, scales: str, blocks: BlockQuantized, bias: str | None,
+                     name: str) -> str:
+        """``x @ dequantize(blocks)^T (+ bias)`` as one ``MatMulNBits`` node."""
+        inputs = [x, packed, scales] + (["", "", bias] if bias else [])
+        self.quantized_nodes.append(name)
+        return self.op("MatMulNBits", inputs, name=name, domain=MS_DOMAIN, K=blocks.k,
+                       N=int(blocks.packed.shape[0]), bits=blocks.bits, block_size=blocks.block_size,
+                       accuracy_level=self.quant.accuracy_level)
+
+    def block_table(self, table: np.ndarray) -> tuple[BlockQuantized, str]:
+        """The block-quantized embedding matrix [vocab, d] and the name of its scales.
+
+        Quantized once per graph; the same bytes serve the embedding lookup and the tied
+        output layer.
+        """
+        if self._block_table is None:
+            self._block_table = quantize_blocks(table, self.quant.bits, self.quant.block_size)
+        return self._block_table, self.const("embed_tokens.weight_scales", self._block_table.scales)
 
     def activation(self, x: str, kind: str, name: str) -> str:
         """The feed-forward activation, in standard operators."""
@@ -170,8 +199,10 @@ class GraphBuilder:
                        name=name)
 
     def embedding(self, ids: str, table: np.ndarray, scale: float, name: str) -> str:
-        """Token embedding lookup times ``scale``; an INT8 table with row scales if quantized."""
-        if self.quant.quantizes("Gather", name):
+        """Token embedding lookup times ``scale``; a quantized table if the options say so."""
+        if self.quant.bits is not None and self.quant.quantizes("Gather", name):
+            scaled = self.block_gather(ids, table, name)
+        elif self.quant.quantizes("Gather", name):
             q, row_scale = self.int8_table(table)
             rows = self.op("Cast", [self.op("Gather", [q, ids], name=name)], name=f"{name}.cast", to=1)
             if self.quant.per_channel:
@@ -186,6 +217,25 @@ class GraphBuilder:
         if scale == 1.0:
             return scaled
         return self.op("Mul", [scaled, self.scalar("c.embed_scale", scale)], name=f"{name}.scale")
+
+    def block_gather(self, ids: str, table: np.ndarray, name: str) -> str:
+        """Rows of the block-quantized table, dequantized by ``GatherBlockQuantized``.
+
+        The node reads the output layer's ``MatMulNBits`` weight, viewed as [vocab, padded d]
+        (one initializer over the same bytes of ``weights.bin``); columns past ``d``, padding
+        to whole blocks, are sliced off.
+        """
+        blocks, scales = self.block_table(table)
+        packed = blocks.packed
+        data = self.const(f"embed_tokens.rows_q{blocks.bits}", packed.reshape(packed.shape[0], -1))
+        rows = self.op("GatherBlockQuantized", [data, ids, scales], name=name, domain=MS_DOMAIN,
+                       bits=blocks.bits, block_size=blocks.block_size, gather_axis=0, quantize_axis=1)
+        self.quantized_nodes.append(name)
+        width = packed.shape[1] * blocks.block_size
+        if width == blocks.k:
+            return rows
+        return self.op("Slice", [rows, self.ints("c.zero_1", [0]), self.ints("c.embed_width", [blocks.k]),
+                                 self.ints("c.axis_last", [-1])], name=f"{name}.unpad")
 
     def int8_table(self, table: np.ndarray) -> tuple[str, str]:
         """The INT8 embedding matrix [vocab, d] and its scales, created once per graph."""
@@ -238,6 +288,80 @@ class GraphBuilder:
             inputs.pop()
         return self.op("MultiHeadAttention", inputs, name=name, domain=MS_DOMAIN,
                        outputs=3 if past else 1, num_heads=heads, scale=1.0)
+
+    def cross_kv_invariant(self, kv: str, heads: int, head_dim: int, name: str) -> tuple[str, str]:
+        """Cross-attention K as [B, H, Dh, S'] and V as [B, H, S', Dh + 1], a column of ones appended.
+
+        The layout of :meth:`cross_attention_invariant`: K pre-transposed for the score
+        product; the ones column makes the product that weighs the values also sum the
+        weights; and the source axis is zero-padded to ``S'``, a multiple of
+        :data:`SOURCE_ALIGN`, so that the product over it never ends in a partial step
+        of the kernel's unrolled loop, whose rounding differs from the full steps.
+        """
+        from onnx import TensorProto, helper
+
+        shaped = self.op("Reshape", [kv, self.ints("c.heads2", [0, 0, 2 * heads, head_dim])], name=f"{name}.reshape")
+        k, v = self.op("Split", [shaped, self.ints(f"c.split2x{heads}", [heads] * 2)], name=f"{name}.split",
+                       outputs=2, axis=2)
+        k_t = self.op("Transpose", [k], name=f"{name}.k_t", perm=[0, 2, 3, 1])
+        v = self.op("Transpose", [v], name=f"{name}.v", perm=[0, 2, 1, 3])
+        ones_shape = self.op("Concat", [self.op("Slice", [self.op("Shape", [v], name=f"{name}.v_shape"),
+                                                          self.ints("c.zero_1", [0]), self.ints("c.three_1", [3])],
+                                                name=f"{name}.bhs"), self.ints("c.one_1", [1])],
+                             name=f"{name}.ones_shape", axis=0)
+        ones = self.op("ConstantOfShape", [ones_shape], name=f"{name}.ones",
+                       value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
+        v_ones = self.op("Concat", [v, ones], name=f"{name}.v_ones", axis=-1)
+        extra = self.source_padding()
+        k_pads = self.op("Concat", [self.ints("c.zeros7", [0] * 7), extra], name=f"{name}.k_pads", axis=0)
+        v_pads = self.op("Concat", [self.ints("c.zeros6", [0] * 6), extra, self.ints("c.zero_1", [0])],
+                         name=f"{name}.v_pads", axis=0)
+        return (self.op("Pad", [k_t, k_pads], name=f"{name}.k_pad"),
+                self.op("Pad", [v_ones, v_pads], name=f"{name}.v_pad"))
+
+    def source_padding(self) -> str:
+        """[1] int64: positions that round the source length up to a multiple of SOURCE_ALIGN."""
+        if "encoder.source_extra" not in self._shared:
+            length = self.dim("input_ids", 1, "encoder.source_length")
+            align = self.ints("c.source_align", SOURCE_ALIGN)
+            aligned = self.op("Mul", [self.op("Div", [self.op("Add", [length, self.ints("c.source_align_m1",
+                                                                                        SOURCE_ALIGN - 1)],
+                                                         name="encoder.source_up"), align],
+                                              name="encoder.source_blocks"), align], name="encoder.source_aligned")
+            extra = self.op("Sub", [aligned, length], name="encoder.source_extra")
+            self._shared["encoder.source_extra"] = self.op("Unsqueeze", [extra, self.ints("c.axis0", [0])],
+                                                           name="encoder.source_extra_1")
+        return self._shared["encoder.source_extra"]
+
+    def cross_attention_invariant(self, q: str, k_t: str, v_ones: str, bias: str, heads: int, head_dim: int,
+                                  name: str) -> str:
+        """Attention over the source in plain operators, exact whatever the padding.
+
+        ``MultiHeadAttention`` sums softmax weights in SIMD lanes whose grouping depends on
+        the padded source length, so a sentence's result moves in the last bits with the
+        longest sentence of its batch, and int8 activations turn those bits into visible
+        differences. Here every sum runs along the source in order (matrix products over
+        it), and padded positions add exact zeros: softmax(q Kᵀ + bias) V, computed as
+        ``(e V) / (e 1)`` with ``e = exp(s - max s)``.
+
+        Args:
+            q: Scaled queries [B, T, D].
+            k_t, v_ones: From :meth:`cross_kv_invariant`.
+            bias: Additive key-padding bias [B, 1, 1, S] (0 or a large negative).
+        """
+        shaped = self.op("Reshape", [q, self.ints("c.heads1", [0, 0, heads, head_dim])], name=f"{name}.q_reshape")
+        q_h = self.op("Transpose", [shaped], name=f"{name}.q_t", perm=[0, 2, 1, 3])
+        scores = self.op("Add", [self.op("MatMul", [q_h, k_t], name=f"{name}.scores"), bias], name=f"{name}.masked")
+        peak = self.op("ReduceMax", [scores], name=f"{name}.max", axes=[-1], keepdims=1)
+        weights = self.op("Exp", [self.op("Sub", [scores, peak], name=f"{name}.shift")], name=f"{name}.exp")
+        summed = self.op("MatMul", [weights, v_ones], name=f"{name}.weighted")
+        values = self.op("Slice", [summed, self.ints("c.zero_1", [0]), self.ints("c.head_dim_1", [head_dim]),
+                                   self.ints("c.axis_last", [-1])], name=f"{name}.values")
+        total = self.op("Slice", [summed, self.ints("c.head_dim_1", [head_dim]), self.ints("c.head_dim_1p", [head_dim + 1]),
+                                  self.ints("c.axis_last", [-1])], name=f"{name}.total")
+        out = self.op("Transpose", [self.op("Div", [values, total], name=f"{name}.normalize")],
+                      name=f"{name}.out_t", perm=[0, 2, 1, 3])
+        return self.op("Reshape", [out, self.ints("c.merge_heads", [0, 0, heads * head_dim])], name=f"{name}.merge")
 
     def add_norm(self, x: str, residual: str, gamma: np.ndarray, beta: np.ndarray, eps: float, name: str) -> str:
         """LayerNorm(x + residual) as one fused SkipLayerNormalization."""
@@ -312,6 +436,21 @@ def _qkv(layer: dict[str, np.ndarray], prefix: str, scaling: float, parts: str) 
     return np.concatenate(ws, axis=1), np.concatenate(bs)
 
 
+def invariant_attention(quant: QuantizeOptions) -> bool:
+    """Whether the graphs use :meth:`GraphBuilder.cross_attention_invariant`: with the
+    batch-invariant (block) schemes, where the last bits matter."""
+    return quant.bits is not None
+
+
+def cross_dims(quant: QuantizeOptions, kind: str, heads: int, head_dim: int) -> list:
+    """Shape of a cross-attention K or V graph input/output."""
+    if not invariant_attention(quant):
+        return ["batch", heads, "source_length", head_dim]
+    if kind == "key":
+        return ["batch", heads, head_dim, "source_length"]
+    return ["batch", heads, "source_length", head_dim + 1]
+
+
 def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
     """The encoder graph: ids, mask → hidden states and each decoder layer's cross K/V."""
     from onnx import TensorProto
@@ -344,11 +483,13 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
         p = f"decoder.layers.{i}.encoder_attn"
         kv_w, kv_b = _qkv(layer, "ca_", 1.0, "kv")
         kv = g.linear("last_hidden_state", kv_w, kv_b, f"{p}.kv")
-        k, v = g.split_heads(kv, 2, hd, hdd, p)
+        if invariant_attention(quant):
+            k, v = g.cross_kv_invariant(kv, hd, hdd, p)
+        else:
+            k, v = g.split_heads(kv, 2, hd, hdd, p)
         for kind, tensor in (("key", k), ("value", v)):
             g.rename(tensor, f"cross_{kind}.{i}")
-            g.outputs.append(_value(f"cross_{kind}.{i}", TensorProto.FLOAT,
-                                    ["batch", hd, "source_length", hdd]))
+            g.outputs.append(_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, kind, hd, hdd)))
     return g
 
 
@@ -366,14 +507,28 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         g.inputs += [_value(f"past_{kind}.{i}", TensorProto.FLOAT, ["batch", heads, "past_length", hd])
                      for i in range(n)]
     for kind in ("key", "value"):
-        g.inputs += [_value(f"cross_{kind}.{i}", TensorProto.FLOAT, ["batch", heads, "source_length", hd])
+        g.inputs += [_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, kind, heads, hd))
                      for i in range(n)]
     embedded = g.embedding("input_ids", w.decoder_embed, s.embed_scale, "decoder.embed_tokens")
     past = g.dim("past_key.0", 2, "decoder.past_length")
     new = g.dim("input_ids", 1, "decoder.new_length")
     new_pos, pos = g.positions(w.decoder_positions, past, new, "decoder.embed_positions")
     h = g.op("Add", [embedded, pos], name="decoder.embed_add")
-    cross_mask = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_mask", to=TensorProto.INT32)
+    if not invariant_attention(quant):
+        cross_mask = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_mask", to=TensorProto.INT32)
+    else:
+        # Key-padding bias [B, 1, 1, S]: 0 where attended, NEG_INF on padding.
+        keep = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_keep", to=TensorProto.FLOAT)
+        cross_bias = g.op("Mul", [g.op("Sub", [g.scalar("c.one", 1.0), keep], name="decoder.cross_pad"),
+                                  g.scalar("c.neg_inf", NEG_INF)], name="decoder.cross_bias_2d")
+        cross_bias = g.op("Unsqueeze", [cross_bias, g.ints("c.axes12", [1, 2])], name="decoder.cross_bias_4d")
+        # ... padded with NEG_INF up to the K/V's aligned source length
+        extra = g.op("Sub", [g.dim("cross_key.0", 3, "decoder.aligned_length"),
+                             g.dim("encoder_attention_mask", 1, "decoder.source_length")], name="decoder.source_extra")
+        pads = g.op("Concat", [g.ints("c.zeros7", [0] * 7), g.op("Unsqueeze", [extra, g.ints("c.axis0", [0])],
+                                                                  name="decoder.source_extra_1")],
+                    name="decoder.bias_pads", axis=0)
+        cross_bias = g.op("Pad", [cross_bias, pads, g.scalar("c.neg_inf", NEG_INF)], name="decoder.cross_bias")
     # Causal bias [1, 1, T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
     query_pos = g.op("Unsqueeze", [new_pos, g.ints("c.axis1", [1])],
                      name="decoder.causal.q")
@@ -397,7 +552,11 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         h = g.add_norm(attn, h, layer["ln1_g"], layer["ln1_b"], s.layer_norm_eps, f"{p}.self_attn_layer_norm")
         cq = g.linear(h, layer["ca_q_w"] * np.float32(hd ** -0.5), layer["ca_q_b"] * np.float32(hd ** -0.5),
                       f"{p}.encoder_attn.q")
-        attn = g.mha(cq, f"cross_key.{i}", f"cross_value.{i}", heads, f"{p}.encoder_attn", mask=cross_mask)
+        if invariant_attention(quant):
+            attn = g.cross_attention_invariant(cq, f"cross_key.{i}", f"cross_value.{i}", cross_bias, heads, hd,
+                                               f"{p}.encoder_attn")
+        else:
+            attn = g.mha(cq, f"cross_key.{i}", f"cross_value.{i}", heads, f"{p}.encoder_attn", mask=cross_mask)
         attn = g.linear(attn, layer["ca_o_w"], layer["ca_o_b"], f"{p}.encoder_attn.out")
         h = g.add_norm(attn, h, layer["ln2_g"], layer["ln2_b"], s.layer_norm_eps, f"{p}.encoder_attn_layer_norm")
         ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
@@ -436,6 +595,18 @@ def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = 
     def select(table: str, name: str) -> str:
         return table if rows is None else g.op("Gather", [table, rows], name=name, axis=0)
 
+    if g.quant.bits is not None and g.quant.quantizes("MatMul", "lm_head"):
+        if output_ids is not None:
+            raise ValueError("a restricted output layer works with int8 and float32 bundles, not q8/q4")
+        bias = g.const("final_logits_bias", full_bias) if np.any(full_bias) else None
+        if w.tied_output and not untie:
+            blocks, scales = g.block_table(w.lm_head)
+            packed = g.const(f"embed_tokens.weight_q{blocks.bits}", blocks.packed)
+        else:
+            blocks = quantize_blocks(w.lm_head, g.quant.bits, g.quant.block_size)
+            packed = g.const(f"lm_head.weight_q{blocks.bits}", blocks.packed)
+            scales = g.const("lm_head.weight_scales", blocks.scales)
+        return g.nbits_matmul(h, packed, scales, blocks, bias, "lm_head")
     if untie and not g.quant.quantizes("MatMul", "lm_head"):
         head = w.lm_head if output_ids is None else w.lm_head[output_ids]
         return g.linear(h, np.ascontiguousarray(head.T), full_bias, "lm_head")
@@ -479,7 +650,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
 
     Args:
         w: The model's weights.
-        quant: Quantization options (``mode="dynamic"`` quantizes here; others write FP32).
+        quant: Quantization options (``dynamic``, ``q8`` and ``q4`` quantize here; others write FP32).
         out: Directory to write into (it must exist).
         weights_file: Name of the shared external-data file.
         untie_output: Give the output projection its own weight (see :func:`_output_projection`).
@@ -487,7 +658,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
     """
     import onnx
 
-    build_quant = quant if quant.mode == "dynamic" else QuantizeOptions(mode="none")
+    build_quant = quant if quant.mode == "dynamic" or quant.bits is not None else QuantizeOptions(mode="none")
     shared = SharedWeights(out / weights_file)
     files, quantized = {}, []
     try:

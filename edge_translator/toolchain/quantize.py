@@ -1,10 +1,21 @@
-"""Quantization settings, INT8 weight quantization, and the check that INT8 really is INT8.
+"""Quantization settings, weight quantization, and the check that quantized really is quantized.
 
-Dynamic INT8 is applied while the graphs are built (see :mod:`.graphs`): every linear
-layer becomes a ``DynamicQuantizeMatMul`` over an INT8 weight, and the token embedding
-becomes one INT8 matrix that serves both the embedding lookup and the tied output
-projection, so it is stored once. Static INT8 (QDQ) is done afterwards by ONNX Runtime's
-``quantize_static``, calibrated on English sentences (see :mod:`.calibrate`).
+Three weight schemes are applied while the graphs are built (see :mod:`.graphs`):
+
+- ``dynamic`` (``--quantize int8``): every linear layer becomes a ``DynamicQuantizeMatMul``
+  over an INT8 weight with one scale per output channel, and the token embedding becomes
+  one INT8 matrix that serves both the lookup and the tied output projection. Activations
+  are quantized with one scale per call, so a sentence's output can depend on the other
+  sentences of its batch.
+- ``q8`` and ``q4``: every linear layer, the output layer included, becomes a
+  ``MatMulNBits`` over 8- or 4-bit weights quantized in blocks of ``block_size`` along the
+  input dimension, one float32 scale per block. With ``accuracy_level=4`` ONNX Runtime
+  quantizes each row of the activations on its own, so a sentence's output does not
+  depend on its batch-mates. The embedding lookup is a ``GatherBlockQuantized`` over the
+  very bytes of the tied output layer.
+
+Static INT8 (QDQ) is done afterwards by ONNX Runtime's ``quantize_static``, calibrated on
+English sentences (see :mod:`.calibrate`).
 """
 
 from __future__ import annotations
@@ -15,11 +26,24 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.cpu import INT8_KERNEL_FLAGS
 from ..core.errors import ExportError
 
 logger = logging.getLogger(__name__)
 
-MODES = ("none", "dynamic", "static")
+MODES = ("none", "dynamic", "static", "q8", "q4")
+#: Weight bits of the block-quantized modes.
+BLOCK_BITS = {"q8": 8, "q4": 4}
+#: Block sizes MatMulNBits accepts (powers of two, at least 16).
+BLOCK_SIZES = (16, 32, 64, 128, 256)
+DEFAULT_BLOCK_SIZE = 64
+#: What ``edge-translator export`` writes without ``--quantize``.
+DEFAULT_SCHEME = "int8"
+#: MatMulNBits ``accuracy_level`` 4: activations quantized to int8 per row and block.
+ACCURACY_INT8 = 4
+#: ONNX Runtime releases with MatMulNBits int8-compute kernels for 8-bit weights (the
+#: older 4-bit kernels are older still), by CPU architecture.
+ORT_FOR_BLOCKS = {"x86_64": "1.22", "aarch64": "1.23"}
 OP_TYPES = ("MatMul", "Gather")
 #: Weights with fewer elements than this are not "large" and may stay float32.
 LARGE_WEIGHT = 1024
@@ -33,7 +57,12 @@ class QuantizeOptions:
 
     mode: str = "dynamic"
     """``"dynamic"`` (INT8 weights, activations quantized per call), ``"static"`` (QDQ,
-    calibrated) or ``"none"`` (float32)."""
+    calibrated), ``"q8"``/``"q4"`` (block-quantized weights, activations per row) or
+    ``"none"`` (float32)."""
+    block_size: int = DEFAULT_BLOCK_SIZE
+    """Weights per scale along the input dimension, for ``q8`` and ``q4``."""
+    accuracy_level: int = ACCURACY_INT8
+    """MatMulNBits ``accuracy_level``; 4 computes in int8 with activations quantized per row."""
     per_channel: bool = True
     """One scale per output channel (per row of the embedding) instead of per tensor."""
     op_types: tuple[str, ...] = OP_TYPES
@@ -54,15 +83,38 @@ class QuantizeOptions:
             raise ValueError(f"op types {sorted(unknown)} cannot be quantized; choose from {OP_TYPES}")
         if self.mode == "static" and self.calibration is None:
             raise ValueError("static quantization needs a calibration text file")
+        if self.block_size not in BLOCK_SIZES:
+            raise ValueError(f"block size must be one of {BLOCK_SIZES}, not {self.block_size}")
+        if self.accuracy_level not in (0, 1, 2, 3, 4):
+            raise ValueError(f"accuracy level must be 0 to 4, not {self.accuracy_level}")
+
+    @property
+    def bits(self) -> int | None:
+        """Weight bits of a block-quantized mode, else ``None``."""
+        return BLOCK_BITS.get(self.mode)
 
     def quantizes(self, op_type: str, node: str) -> bool:
-        """Whether dynamic quantization applies to a node of this type and name."""
-        return self.mode == "dynamic" and op_type in self.op_types and node not in self.exclude_nodes
+        """Whether quantization at graph-build time applies to a node of this type and name."""
+        return (self.mode == "dynamic" or self.bits is not None) and op_type in self.op_types \
+            and node not in self.exclude_nodes
 
     def as_manifest(self) -> dict:
         """The ``quantization`` block of ``bundle.json``."""
         if self.mode == "none":
             return {"mode": "none"}
+        if self.bits is not None:
+            return {
+                "mode": self.mode,
+                "weight_bits": self.bits,
+                "block_size": self.block_size,
+                "scales": "float32, one per block",
+                "symmetric_weights": True,
+                "accuracy_level": self.accuracy_level,
+                "activations": "int8, per row and block" if self.accuracy_level == ACCURACY_INT8 else "float",
+                "operators": ["MatMulNBits", "GatherBlockQuantized"],
+                "op_types": list(self.op_types),
+                "exclude_nodes": list(self.exclude_nodes),
+            }
         record = {
             "mode": self.mode,
             "weight_type": "int8",
@@ -100,6 +152,81 @@ def quantize_weight(weight: np.ndarray, per_channel: bool, axis: int) -> tuple[n
     return quantized, scale
 
 
+def runtime_requirements(options: QuantizeOptions) -> dict | None:
+    """The ``runtime`` block of ``bundle.json``: what a block-quantized bundle needs to run well.
+
+    Returns:
+        ``None`` for modes every ONNX Runtime CPU build runs at full speed.
+    """
+    if options.bits is None:
+        return None
+    return {
+        "onnxruntime": dict(ORT_FOR_BLOCKS),
+        "int8_kernel_cpu_flags": {arch: list(flags) for arch, flags in INT8_KERNEL_FLAGS.items()},
+        "fallback": "int8",
+    }
+
+
+@dataclass(frozen=True)
+class BlockQuantized:
+    """A matrix quantized in blocks along its input dimension, in MatMulNBits' layout."""
+
+    packed: np.ndarray
+    """uint8 [N, blocks, block_size * bits / 8]: codes with zero point ``2**(bits-1)``, two
+    4-bit codes per byte low nibble first."""
+    scales: np.ndarray
+    """float32 [N, blocks]."""
+    k: int
+    """Input dimension before padding to whole blocks."""
+    bits: int
+    block_size: int
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 matrix [N, K] the codes stand for."""
+        codes = self.packed
+        if self.bits == 4:
+            codes = np.stack([codes & 0x0F, codes >> 4], axis=-1).reshape(*codes.shape[:2], -1)
+        values = (codes.astype(np.float32) - 2 ** (self.bits - 1)) * self.scales[..., None]
+        return values.reshape(values.shape[0], -1)[:, :self.k]
+
+
+#: Fractions of the block's range tried as the clipping point of 4-bit blocks.
+CLIP_RATIOS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)
+
+
+def quantize_blocks(weight: np.ndarray, bits: int, block_size: int) -> BlockQuantized:
+    """Quantize a float32 matrix [N, K] symmetrically in blocks of ``block_size`` along K.
+
+    Each block gets the scale that maps its most negative value to ``-2**(bits-1)`` and its
+    largest to ``2**(bits-1) - 1``. For 4 bits a few tighter clipping points are also tried
+    and the one with the least squared error kept, which matters with only 16 levels.
+    K is padded with zeros to whole blocks.
+    """
+    n, k = weight.shape
+    blocks = -(-k // block_size)
+    padded = np.zeros((n, blocks * block_size), dtype=np.float32)
+    padded[:, :k] = weight
+    values = padded.reshape(n, blocks, block_size)
+    low, high = 2 ** (bits - 1), 2 ** (bits - 1) - 1
+    reach = np.maximum(-values.min(axis=-1) / low, values.max(axis=-1) / high)
+    best_scale, best_codes, best_error = None, None, None
+    for ratio in (CLIP_RATIOS if bits == 4 else (1.0,)):
+        scale = np.maximum(reach * ratio, 1e-12).astype(np.float32)
+        codes = np.clip(np.rint(values / scale[..., None]), -low, high)
+        error = ((codes * scale[..., None] - values) ** 2).sum(axis=-1)
+        if best_error is None:
+            best_scale, best_codes, best_error = scale, codes, error
+            continue
+        better = error < best_error
+        best_scale = np.where(better, scale, best_scale)
+        best_codes = np.where(better[..., None], codes, best_codes)
+        best_error = np.minimum(error, best_error)
+    unsigned = (best_codes + low).astype(np.uint8)
+    if bits == 4:
+        unsigned = (unsigned[..., 0::2] | (unsigned[..., 1::2] << 4)).astype(np.uint8)
+    return BlockQuantized(np.ascontiguousarray(unsigned), best_scale.astype(np.float32), k, bits, block_size)
+
+
 def unquantized_weights(model_paths: dict[str, Path], options: QuantizeOptions) -> list[str]:
     """List the large float32 weights that quantization should have turned into INT8.
 
@@ -123,6 +250,8 @@ def unquantized_weights(model_paths: dict[str, Path], options: QuantizeOptions) 
     for graph_name, path in model_paths.items():
         model = onnx.load(str(path), load_external_data=False)
         inits = {t.name: t for t in model.graph.initializer}
+        if options.bits is not None:
+            problems += _block_problems(graph_name, model, inits, options)
         for node in model.graph.node:
             if node.op_type not in watched or node.name in options.exclude_nodes:
                 continue
@@ -137,6 +266,24 @@ def unquantized_weights(model_paths: dict[str, Path], options: QuantizeOptions) 
                     f"{graph_name}: weight {name} {list(tensor.dims)} used by {node.op_type} "
                     f"node {node.name or '?'} is still float32"
                 )
+    return problems
+
+
+def _block_problems(graph_name: str, model, inits: dict, options: QuantizeOptions) -> list[str]:
+    """Block-quantized nodes whose weights are not the scheme that was asked for."""
+    import onnx
+
+    problems = []
+    for node in model.graph.node:
+        if node.op_type not in ("MatMulNBits", "GatherBlockQuantized"):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        weight = inits.get(node.input[1] if node.op_type == "MatMulNBits" else node.input[0])
+        if weight is None or weight.data_type != onnx.TensorProto.UINT8:
+            problems.append(f"{graph_name}: {node.op_type} node {node.name} has no uint8 constant weight")
+        elif attrs.get("bits", 4) != options.bits or attrs.get("block_size") != options.block_size:
+            problems.append(f"{graph_name}: {node.op_type} node {node.name} has {attrs.get('bits', 4)}-bit blocks "
+                            f"of {attrs.get('block_size')}, not {options.bits}-bit blocks of {options.block_size}")
     return problems
 
 

@@ -279,3 +279,39 @@ def int8_agreement(fp32: Seq2Seq, int8: Seq2Seq, tokenizer: Tokenizer, target_id
     }
     logger.info("INT8 agreement: %s", result)
     return result
+
+
+def batch_invariance(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sentences=VALIDATION_SENTENCES,
+                     max_new_tokens: int = 32) -> dict:
+    """Whether a sentence decodes the same alone as in a padded batch with the others.
+
+    Returns:
+        ``sentences``, ``differ`` (sentences whose greedy ids differ between the batch and
+        one at a time), ``max_abs_logit_diff`` (first step, batch against alone) and the CPU
+        it was measured on: the answer depends on the CPU's kernels.
+    """
+    from ..core.cpu import cpu_name
+
+    sources = _sources(tokenizer, model, sentences, target_id)
+    batched = model.greedy_all(sources, max_new_tokens)
+    alone = [model.greedy_all([source], max_new_tokens)[0] for source in sources]
+    ids, mask = model.pad(sources)
+    first = _first_logits(model, ids, mask)
+    single = np.concatenate([_first_logits(model, *model.pad([source])) for source in sources])
+    result = {
+        "sentences": len(sources),
+        "differ": sum(a.ids != b.ids for a, b in zip(batched, alone)),
+        "max_abs_logit_diff": _max_diff(first, single),
+        "cpu": cpu_name(),
+    }
+    logger.info("batch invariance: %s", result)
+    return result
+
+
+def _first_logits(model: Seq2Seq, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The first decoder step's logits [B, V] for padded sources."""
+    cross_k, cross_v = model.encode(ids, mask)
+    start = np.full((len(ids), 1), model.bundle.decoder_start_id, dtype=np.int64)
+    empty = model.empty_cache(len(ids))
+    logits = model.step(start, mask, empty, list(empty), cross_k, cross_v)[0]
+    return logits[:, -1]
