@@ -51,8 +51,10 @@ class BenchOptions:
     """Translations of the 20-word sentence for p50/p95."""
     cold_runs: int = 5
     """CLI cold starts timed."""
-    engines: tuple[str, ...] = ("ours-int8", "ours-fp32", "torch", "ct2-int8")
-    """Engines to run."""
+    engines: tuple[str, ...] = ("ours-q8", "ours-q4", "ours-int8", "ours-fp32", "torch", "ct2-int8")
+    """Engines to run (``ours-SCHEME`` for each bundle given, ``torch``, ``ct2-int8``)."""
+    shipped: str = "ours-q8"
+    """The bundle whose latency, start-up and memory are reported, and the ratios' numerator."""
 
 
 @dataclass
@@ -78,17 +80,11 @@ class BenchResult:
 
 def machine_info() -> dict:
     """CPU model, cores and SIMD features of this machine."""
-    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        for line in text.splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
-        info["simd"] = sorted({f for f in flags.split() if f.startswith(("avx", "amx"))})
-    except OSError:
-        pass
+    from ..core.cpu import cpu_info
+
+    cpu = cpu_info()
+    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "cpu": cpu.name, "simd": cpu.reported_flags()}
     from importlib import metadata
 
     for package in ("onnxruntime", "torch", "transformers", "ctranslate2", "numpy"):
@@ -127,7 +123,8 @@ def bytes_per_step(bundle_dir: Path) -> int:
     whole = set()
     for node in model.graph.node:
         for k, name in enumerate(node.input):
-            if name in sizes and not (node.op_type == "Gather" and k == 0):
+            if name in sizes and not (node.op_type == "Gather" and k == 0) \
+                    and not (node.op_type == "GatherBlockQuantized" and k in (0, 2)):
                 whole.add(name)
     return sum(sizes[n] for n in whole)
 
@@ -326,43 +323,58 @@ def dir_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 1e6, 1)
 
 
-def run_benchmark(int8_dir: Path, fp32_dir: Path, hf_dir: Path, ct2_dir: Path, sentences: list[str],
+#: Engines the batched curve and the memory figures leave out (too slow to be a choice).
+UNBATCHED = ("ours-fp32", "torch")
+
+
+def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentences: list[str],
                   opts: BenchOptions, command: str = "") -> BenchResult:
-    """Measure everything; engines not in ``opts.engines`` are skipped."""
-    bundle = load_bundle(int8_dir)
+    """Measure everything; engines not in ``opts.engines`` are skipped.
+
+    Args:
+        bundles: Our bundles by engine name, e.g. ``{"ours-q8": ..., "ours-int8": ...}``, all
+            exported from ``hf_dir``.
+        hf_dir: The Hugging Face model (for ``torch``).
+        ct2_dir: Its CTranslate2 int8 conversion.
+    """
+    shipped_dir = bundles.get(opts.shipped) or next(iter(bundles.values()))
+    bundle = load_bundle(shipped_dir)
     tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id,
                                bundle.unk_id, bundle.pad_id)
     target = bundle.targets[bundle.default_target].id
     vocab = json.loads(bundle.vocab.read_text(encoding="utf-8"))
     result = BenchResult(machine=machine_info(), options=asdict(opts), command=command)
+    blocks = {load_bundle(d).quantization.get("block_size") for d in bundles.values()} - {None}
+    result.options["block_size"] = ", ".join(str(b) for b in sorted(blocks))
     engines = {}
-    factories = {
-        "ours-int8": lambda: OursEngine(int8_dir, opts.threads),
-        "ours-fp32": lambda: OursEngine(fp32_dir, opts.threads),
-        "torch": lambda: TorchEngine(hf_dir, opts.threads),
-        "ct2-int8": lambda: CT2Engine(ct2_dir, vocab, opts.threads),
-    }
+    factories = {name: (lambda d=d: OursEngine(d, opts.threads)) for name, d in bundles.items()}
+    factories["torch"] = lambda: TorchEngine(hf_dir, opts.threads)
+    factories["ct2-int8"] = lambda: CT2Engine(ct2_dir, vocab, opts.threads)
     for name in opts.engines:
-        engines[name] = factories[name]()
+        if name in factories:
+            engines[name] = factories[name]()
     long_text = " ".join(sentences)
     ids = tokenizer.encode(long_text, target)
     source = ids[: opts.source_tokens - 1] + [bundle.eos_id]
     result.batch1_tok_s = batch1(engines, source, opts)
     limit = bundle.max_positions
     sources = [tokenizer.encode(s, target)[:limit] for s in sentences[: opts.batched_sentences]]
-    batched_engines = {k: v for k, v in engines.items() if k in ("ours-int8", "ct2-int8")}
+    batched_engines = {k: v for k, v in engines.items() if k not in UNBATCHED}
     result.batched_tok_s = batched(batched_engines, sources, opts)
     result.text = {"sentences": len(sources), "mean_source_tokens": round(float(np.mean([len(s) for s in sources])), 1),
                    "segmentation_mb_s": round(segmentation_speed(" ".join(sentences), opts.rounds), 2)}
     twenty = next((s for s in sentences if 18 <= len(s.split()) <= 22), sentences[0])
-    result.latency_ms = {"sentence": twenty, **latency(int8_dir, twenty, opts)}
-    result.cold_start_s = cold_start(int8_dir, opts)
-    result.peak_rss_mb = {"ours-int8": peak_rss(int8_dir, opts)}
-    result.sizes_mb = {"ours-int8": dir_mb(int8_dir), "ours-fp32": dir_mb(fp32_dir), "ct2-int8": dir_mb(ct2_dir)}
+    result.latency_ms = {"sentence": twenty, "bundle": opts.shipped, **latency(shipped_dir, twenty, opts)}
+    result.cold_start_s = cold_start(shipped_dir, opts)
+    result.peak_rss_mb = {name: peak_rss(d, opts) for name, d in bundles.items()
+                          if name in engines and name not in UNBATCHED}
+    result.sizes_mb = {**{name: dir_mb(d) for name, d in bundles.items()}, "ct2-int8": dir_mb(ct2_dir)}
     gbs = memory_bandwidth_gbs()
-    step = bytes_per_step(int8_dir)
-    result.bandwidth = {"read_gb_s": round(gbs, 1), "bytes_per_step_mb": round(step / 1e6, 1),
-                        "ceiling_tok_s": round(gbs * 1e9 / step, 1)}
+    result.bandwidth = {"read_gb_s": round(gbs, 1), "per_bundle": {}}
+    for name, d in bundles.items():
+        step = bytes_per_step(d)
+        result.bandwidth["per_bundle"][name] = {"bytes_per_step_mb": round(step / 1e6, 1),
+                                                "ceiling_tok_s": round(gbs * 1e9 / step, 1)}
     return result
 
 
@@ -386,21 +398,48 @@ def prose_sentences() -> list[str]:
     return [s.strip() for s in split_sentences(text) if len(s.split()) >= 3]
 
 
-def prepare_models(work: Path, reference: Path | None, threads: int) -> tuple[Path, Path, Path, Path]:
-    """Build or reuse the full-shape model, its INT8 and FP32 bundles and its CTranslate2 conversion."""
+#: Our bundles of the full-shape model: engine name → quantization mode.
+SCHEMES = {"ours-q8": "q8", "ours-q4": "q4", "ours-int8": "dynamic", "ours-fp32": "none"}
+
+
+def prepare_models(work: Path, reference: Path | None, threads: int,
+                   block_size: int | None = None) -> tuple[dict[str, Path], Path, Path]:
+    """Build or reuse the full-shape model, a bundle per scheme and its CTranslate2 conversion.
+
+    Returns:
+        ``(bundles by engine name, Hugging Face directory, CTranslate2 directory)``.
+    """
     from .export import ExportOptions, export
-    from .quantize import QuantizeOptions
+    from .quantize import DEFAULT_BLOCK_SIZE, QuantizeOptions
     from .testmodels import build_full
 
-    hf, int8, fp32, ct2 = work / "full-hf", work / "full-int8", work / "full-fp32", work / "full-ct2"
+    block_size = block_size or DEFAULT_BLOCK_SIZE
+    hf, ct2 = work / "full-hf", work / "full-ct2"
     if not (hf / "config.json").is_file():
         build_full(hf, reference)
-    if not (int8 / "bundle.json").is_file():
-        export(hf, int8, ExportOptions(force=True))
-    if not (fp32 / "bundle.json").is_file():
-        export(hf, fp32, ExportOptions(quantize=QuantizeOptions(mode="none"), force=True))
+    bundles = {}
+    for name, mode in SCHEMES.items():
+        quant = QuantizeOptions(mode=mode, block_size=block_size)
+        out = work / ("full-" + name.removeprefix("ours-") + (f"-b{block_size}" if quant.bits else ""))
+        if not (out / "bundle.json").is_file():
+            export(hf, out, ExportOptions(quantize=quant, force=True))
+        bundles[name] = out
     convert_ct2(hf, ct2)
-    return int8, fp32, hf, ct2
+    return bundles, hf, ct2
+
+
+def smoke_bundles(hf: Path, work: Path, block_size: int) -> dict[str, Path]:
+    """q8 and q4 bundles of the tiny fixture model, for ``bench --smoke`` (reused if present)."""
+    from .export import ExportOptions, export
+    from .quantize import QuantizeOptions
+
+    bundles = {}
+    for mode in ("q8", "q4"):
+        out = work / f"tiny-{mode}-b{block_size}"
+        if not (out / "bundle.json").is_file():
+            export(hf, out, ExportOptions(quantize=QuantizeOptions(mode=mode, block_size=block_size), force=True))
+        bundles[f"ours-{mode}"] = out
+    return bundles
 
 
 def plot_throughput(result: BenchResult, path: Path) -> None:
@@ -431,7 +470,9 @@ def _ratio(a: float | None, b: float | None) -> str:
 def render_markdown(result: BenchResult, plot_name: str) -> str:
     """The ``docs/benchmarks.md`` report of one run."""
     m, o, b1 = result.machine, result.options, result.batch1_tok_s
-    ours = b1.get("ours-int8")
+    shipped = o.get("shipped", "ours-q8")
+    ct2 = b1.get("ct2-int8")
+    per_bundle = result.bandwidth.get("per_bundle", {})
     lines = [
         "# Benchmarks",
         "",
@@ -452,54 +493,59 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "## Model",
         "",
         result.model,
-        "Every engine decodes the same number",
+        "Our engines are one bundle each of that model: `ours-q8` and `ours-q4` block-quantized",
+        f"(`--quantize q8|q4 --block-size {o.get('block_size', '?')}`), `ours-int8` per-channel INT8,",
+        "`ours-fp32` float32. Every engine decodes the same number",
         f"of tokens (batch 1: {o['source_tokens']} source tokens → {o['new_tokens']} tokens; batched: "
         f"{o['batched_new_tokens']} tokens per sentence), greedy, with {o['threads']} threads.",
         "",
         "## Batch 1",
         "",
-        "| engine | tokens/s | this runtime INT8 is |",
-        "|---|---|---|",
+        "The ceiling is what reading each step's weights once allows at the measured bandwidth.",
+        "",
+        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | ceiling tokens/s | of ceiling |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, rate in b1.items():
-        lines.append(f"| {name} | {rate} | {_ratio(ours, rate)} |")
-    bw = result.bandwidth
+        bw = per_bundle.get(name, {})
+        lines.append(f"| {name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
+                     f"{bw.get('bytes_per_step_mb', '')} | {bw.get('ceiling_tok_s', '')} | "
+                     f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
+    curves = result.batched_tok_s
+    ours = [name for name in curves if name != "ct2-int8"]
     lines += [
-        "",
-        f"Memory-bandwidth ceiling: one INT8 step reads {bw.get('bytes_per_step_mb')} MB of weights; at "
-        f"{bw.get('read_gb_s')} GB/s that allows {bw.get('ceiling_tok_s')} tokens/s. This runtime reaches "
-        f"{_pct(ours, bw.get('ceiling_tok_s'))} of it.",
         "",
         f"## Batched ({result.text.get('sentences')} sentences of prose)",
         "",
         f"Text: Arthur Conan Doyle, *A Scandal in Bohemia* (1891, public domain), from the PyPI package "
         f"`{PROSE_PACKAGE}==1.0.1` (`{PROSE_FILE}`); mean {result.text.get('mean_source_tokens')} source tokens.",
+        "Tokens/s, and in brackets the ratio to CTranslate2 int8 at the same batch size.",
         "",
-        "| batch size | " + " | ".join(result.batched_tok_s) + " | ratio |",
-        "|---" * (len(result.batched_tok_s) + 2) + "|",
+        "| batch size | " + " | ".join(curves) + " |",
+        "|---" * (len(curves) + 1) + "|",
     ]
-    curves = result.batched_tok_s
     for size in (str(s) for s in o["batch_sizes"]):
-        row = [str(curves[name].get(size, "")) for name in curves]
-        lines.append(f"| {size} | " + " | ".join(row) + f" | {_ratio(curves.get('ours-int8', {}).get(size), curves.get('ct2-int8', {}).get(size))} |")
-    best_ours = max(curves.get("ours-int8", {}).values(), default=None)
-    best_ct2 = max(curves.get("ct2-int8", {}).values(), default=None)
+        base = curves.get("ct2-int8", {}).get(size)
+        row = [f"{curves[name].get(size, '')}" + (f" ({_ratio(curves[name].get(size), base)})" if name in ours else "")
+               for name in curves]
+        lines.append(f"| {size} | " + " | ".join(row) + " |")
+    best = {name: max(curve.values(), default=None) for name, curve in curves.items()}
     lines += [
         "",
-        f"Best of each: this runtime {best_ours} tokens/s, CTranslate2 {best_ct2} tokens/s "
-        f"({_ratio(best_ours, best_ct2)}).",
+        "Best of each: " + ", ".join(f"{name} {rate} tokens/s" for name, rate in best.items()) + ".",
         "",
         f"![throughput against batch size]({plot_name})",
         "",
         "## Latency, start-up, memory, size",
         "",
         f"- End-to-end `Translator.translate` of a {len(result.latency_ms.get('sentence', '').split())}-word "
-        f"sentence ({result.latency_ms.get('output_tokens')} output tokens, stopped by "
-        f"{result.latency_ms.get('stop', '?')}): p50 {result.latency_ms.get('p50')} ms, "
+        f"sentence with {result.latency_ms.get('bundle', shipped)} ({result.latency_ms.get('output_tokens')} output "
+        f"tokens, stopped by {result.latency_ms.get('stop', '?')}): p50 {result.latency_ms.get('p50')} ms, "
         f"p95 {result.latency_ms.get('p95')} ms.",
-        f"- CLI cold start to first translation (`edge-translator translate`, new process): median "
+        f"- CLI cold start to first translation with {shipped} (`edge-translator translate`, new process): median "
         f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
-        f"- Peak RSS with the INT8 bundle loaded and one translation done: {result.peak_rss_mb.get('ours-int8')} MB.",
+        "- Peak RSS with the bundle loaded and one translation done: "
+        + ", ".join(f"{k} {v} MB" for k, v in result.peak_rss_mb.items()) + ".",
         "- Size on disk: " + ", ".join(f"{k} {v} MB" for k, v in result.sizes_mb.items()) + ".",
         f"- Sentence segmentation (`split_sentences`, pure Python) of the prose above: "
         f"{result.text.get('segmentation_mb_s')} MB/s.",
