@@ -9,7 +9,8 @@ Stages (each skipped when its output exists, so a rerun resumes):
 3. ``train``: a MarianMTModel trained with label smoothing and an inverse-square-root
    schedule, checkpointed (model, optimizer, position in the epoch, RNG) so it resumes,
    logging loss and dev BLEU; stops at a time budget and keeps the best dev checkpoint.
-4. ``export``: the INT8 bundle, through the normal exporter (with its validation).
+4. ``export``: the bundle, through the normal exporter (with its validation).
+5. ``--evaluate``: PyTorch and every weight scheme scored on the test split (``eval.json``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..core.errors import ExportError, require
+from .quantize import QuantizeOptions
 
 logger = logging.getLogger(__name__)
 
@@ -338,48 +340,25 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
     return hf
 
 
-def evaluate_choices(work: Path, bundle: Path, hf: Path) -> dict:
-    """Stage 5: test-split scores of PyTorch, ONNX FP32 and INT8, and the two INT8 choices.
+def evaluate_choices(work: Path, hf: Path, progress=None) -> dict:
+    """Stage 5: test-split scores of PyTorch and of every weight scheme (see :mod:`.schemes`).
 
-    Measures whether also quantizing the embedding costs quality, whether restricting the
-    output layer to target pieces changes any output, and how often INT8 output depends on
-    the batch a sentence shares. Writes ``eval.json`` in ``work``.
+    Writes ``eval.json`` in ``work``; the model card is written from it.
     """
-    from . import evaluate
-    from .bench import dir_mb
-    from .export import ExportOptions, export
-    from .quantize import QuantizeOptions
+    from . import evaluate, schemes
 
     test = work / "data" / "test.tsv"
-    variants = work / "variants"
-    results: dict = {"test_pairs": str(test)}
+    results = schemes.measure(hf, test, work / "variants", progress=progress)
     results["pytorch_fp32"] = evaluate.evaluate_torch(hf, test)
-    builds = {
-        "onnx_fp32": ExportOptions(quantize=QuantizeOptions(mode="none"), force=True),
-        "onnx_int8_fp32_embedding": ExportOptions(quantize=QuantizeOptions(op_types=("MatMul",)), force=True),
-        "onnx_int8_restricted": ExportOptions(force=True, restrict_output=True),
-    }
-    hyps: dict[str, list[str]] = {"onnx_int8": []}
-    results["onnx_int8"] = evaluate.evaluate_bundle(bundle, test, hypotheses_out=hyps["onnx_int8"])
-    results["onnx_int8"]["size_mb"] = dir_mb(bundle)
-    for name, options in builds.items():
-        path = export(hf, variants / name, options)
-        hyps[name] = []
-        results[name] = evaluate.evaluate_bundle(path, test, hypotheses_out=hyps[name])
-        results[name]["size_mb"] = dir_mb(path)
-    single: list[str] = []
-    evaluate.evaluate_bundle(bundle, test, batch_size=1, hypotheses_out=single)
-    total = len(hyps["onnx_int8"])
-    results["restriction_changed_outputs"] = sum(a != b for a, b in zip(hyps["onnx_int8"], hyps["onnx_int8_restricted"]))
-    results["int8_batch32_vs_batch1_changed_outputs"] = sum(a != b for a, b in zip(hyps["onnx_int8"], single))
-    results["sentences"] = total
+    results["test_pairs"] = str(test)
     (work / "eval.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
     logger.info("evaluation: %s", json.dumps(results))
     return results
 
 
-def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, force: bool = False) -> Path:
-    """Run every stage; returns the exported INT8 bundle directory."""
+def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, force: bool = False,
+        quantize: QuantizeOptions | None = None) -> Path:
+    """Run every stage; returns the exported bundle directory (default scheme unless ``quantize``)."""
     from .export import ExportOptions, export
 
     opts = opts or TrainOptions()
@@ -389,5 +368,5 @@ def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, for
     files = prepare_data(work)
     hf = train_tokenizers(work, opts, files["train"])
     train_model(work, opts, hf, files)
-    return export(hf, out, ExportOptions(force=force, name=Path(out).name))
+    return export(hf, out, ExportOptions(quantize=quantize or QuantizeOptions(), force=force, name=Path(out).name))
 
