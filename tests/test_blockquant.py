@@ -342,7 +342,7 @@ def test_cli_shows_the_slow_path_warning_in_one_line(block_bundles, tmp_path):
 
 
 def test_invariant_attention_computes_the_same_function(tmp_path, tiny_hf, fp32_parts, tie_counter):
-    """The plain-operator cross-attention with aligned padding equals MultiHeadAttention in float32."""
+    """Cross-attention over a source padded to whole loop steps equals the unpadded one in float32."""
     import json
     import shutil
 
@@ -351,7 +351,7 @@ def test_invariant_attention_computes_the_same_function(tmp_path, tiny_hf, fp32_
 
     fp32_bundle, tokenizer, fp32 = fp32_parts
     model, _ = load_model(tiny_hf)
-    # bits set (q8) but no op type quantized: the invariant graph layout with float32 weights
+    # bits set (q8) but no op type quantized: the batch-invariant graph layout with float32 weights
     written = write_graphs(extract_weights(model, str(tiny_hf)), QuantizeOptions(mode="q8", op_types=()), tmp_path)
     assert not written.quantized_nodes
     for name in ("source.spm", "target.spm", "vocab.json"):
@@ -366,7 +366,7 @@ def test_invariant_attention_computes_the_same_function(tmp_path, tiny_hf, fp32_
     sources = [tokenizer.encode(s, target) for s in english_sentences(12, seed=3)]
     ids, mask = fp32.pad(sources)
     cross_k, _ = plain.encode(ids, mask)
-    assert cross_k[0].shape[-1] % 16 == 0 and cross_k[0].shape[-1] >= ids.shape[1]  # source axis aligned
+    assert cross_k[0].shape[2] % 16 == 0 and cross_k[0].shape[2] >= ids.shape[1]  # source axis aligned
     from edge_translator.toolchain.validate import _first_logits
 
     assert np.abs(_first_logits(plain, ids, mask) - _first_logits(fp32, ids, mask)).max() < 1e-5

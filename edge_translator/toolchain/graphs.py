@@ -289,35 +289,19 @@ class GraphBuilder:
         return self.op("MultiHeadAttention", inputs, name=name, domain=MS_DOMAIN,
                        outputs=3 if past else 1, num_heads=heads, scale=1.0)
 
-    def cross_kv_invariant(self, kv: str, heads: int, head_dim: int, name: str) -> tuple[str, str]:
-        """Cross-attention K as [B, H, Dh, S'] and V as [B, H, S', Dh + 1], a column of ones appended.
+    def pad_source(self, x: str, name: str) -> str:
+        """Zero-pad the source axis (2) of cross-attention K or V [B, H, S, Dh] to a multiple of
+        :data:`SOURCE_ALIGN`.
 
-        The layout of :meth:`cross_attention_invariant`: K pre-transposed for the score
-        product; the ones column makes the product that weighs the values also sum the
-        weights; and the source axis is zero-padded to ``S'``, a multiple of
-        :data:`SOURCE_ALIGN`, so that the product over it never ends in a partial step
-        of the kernel's unrolled loop, whose rounding differs from the full steps.
+        ``MultiHeadAttention`` sums over the source in an unrolled loop whose last, partial
+        step rounds differently, so without this a sentence's attention moves in the last
+        bits with the length of the longest sentence in its batch, and int8 activations turn
+        those bits into visible logit differences. With the source axis always a whole
+        number of steps, padded positions only add exact zeros.
         """
-        from onnx import TensorProto, helper
-
-        shaped = self.op("Reshape", [kv, self.ints("c.heads2", [0, 0, 2 * heads, head_dim])], name=f"{name}.reshape")
-        k, v = self.op("Split", [shaped, self.ints(f"c.split2x{heads}", [heads] * 2)], name=f"{name}.split",
-                       outputs=2, axis=2)
-        k_t = self.op("Transpose", [k], name=f"{name}.k_t", perm=[0, 2, 3, 1])
-        v = self.op("Transpose", [v], name=f"{name}.v", perm=[0, 2, 1, 3])
-        ones_shape = self.op("Concat", [self.op("Slice", [self.op("Shape", [v], name=f"{name}.v_shape"),
-                                                          self.ints("c.zero_1", [0]), self.ints("c.three_1", [3])],
-                                                name=f"{name}.bhs"), self.ints("c.one_1", [1])],
-                             name=f"{name}.ones_shape", axis=0)
-        ones = self.op("ConstantOfShape", [ones_shape], name=f"{name}.ones",
-                       value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))
-        v_ones = self.op("Concat", [v, ones], name=f"{name}.v_ones", axis=-1)
-        extra = self.source_padding()
-        k_pads = self.op("Concat", [self.ints("c.zeros7", [0] * 7), extra], name=f"{name}.k_pads", axis=0)
-        v_pads = self.op("Concat", [self.ints("c.zeros6", [0] * 6), extra, self.ints("c.zero_1", [0])],
-                         name=f"{name}.v_pads", axis=0)
-        return (self.op("Pad", [k_t, k_pads], name=f"{name}.k_pad"),
-                self.op("Pad", [v_ones, v_pads], name=f"{name}.v_pad"))
+        pads = self.op("Concat", [self.ints("c.zeros6", [0] * 6), self.source_padding(), self.ints("c.zero_1", [0])],
+                       name=f"{name}.pads", axis=0)
+        return self.op("Pad", [x, pads], name=f"{name}.pad")
 
     def source_padding(self) -> str:
         """[1] int64: positions that round the source length up to a multiple of SOURCE_ALIGN."""
@@ -332,36 +316,6 @@ class GraphBuilder:
             self._shared["encoder.source_extra"] = self.op("Unsqueeze", [extra, self.ints("c.axis0", [0])],
                                                            name="encoder.source_extra_1")
         return self._shared["encoder.source_extra"]
-
-    def cross_attention_invariant(self, q: str, k_t: str, v_ones: str, bias: str, heads: int, head_dim: int,
-                                  name: str) -> str:
-        """Attention over the source in plain operators, exact whatever the padding.
-
-        ``MultiHeadAttention`` sums softmax weights in SIMD lanes whose grouping depends on
-        the padded source length, so a sentence's result moves in the last bits with the
-        longest sentence of its batch, and int8 activations turn those bits into visible
-        differences. Here every sum runs along the source in order (matrix products over
-        it), and padded positions add exact zeros: softmax(q Kᵀ + bias) V, computed as
-        ``(e V) / (e 1)`` with ``e = exp(s - max s)``.
-
-        Args:
-            q: Scaled queries [B, T, D].
-            k_t, v_ones: From :meth:`cross_kv_invariant`.
-            bias: Additive key-padding bias [B, 1, 1, S] (0 or a large negative).
-        """
-        shaped = self.op("Reshape", [q, self.ints("c.heads1", [0, 0, heads, head_dim])], name=f"{name}.q_reshape")
-        q_h = self.op("Transpose", [shaped], name=f"{name}.q_t", perm=[0, 2, 1, 3])
-        scores = self.op("Add", [self.op("MatMul", [q_h, k_t], name=f"{name}.scores"), bias], name=f"{name}.masked")
-        peak = self.op("ReduceMax", [scores], name=f"{name}.max", axes=[-1], keepdims=1)
-        weights = self.op("Exp", [self.op("Sub", [scores, peak], name=f"{name}.shift")], name=f"{name}.exp")
-        summed = self.op("MatMul", [weights, v_ones], name=f"{name}.weighted")
-        values = self.op("Slice", [summed, self.ints("c.zero_1", [0]), self.ints("c.head_dim_1", [head_dim]),
-                                   self.ints("c.axis_last", [-1])], name=f"{name}.values")
-        total = self.op("Slice", [summed, self.ints("c.head_dim_1", [head_dim]), self.ints("c.head_dim_1p", [head_dim + 1]),
-                                  self.ints("c.axis_last", [-1])], name=f"{name}.total")
-        out = self.op("Transpose", [self.op("Div", [values, total], name=f"{name}.normalize")],
-                      name=f"{name}.out_t", perm=[0, 2, 1, 3])
-        return self.op("Reshape", [out, self.ints("c.merge_heads", [0, 0, heads * head_dim])], name=f"{name}.merge")
 
     def add_norm(self, x: str, residual: str, gamma: np.ndarray, beta: np.ndarray, eps: float, name: str) -> str:
         """LayerNorm(x + residual) as one fused SkipLayerNormalization."""
@@ -437,18 +391,14 @@ def _qkv(layer: dict[str, np.ndarray], prefix: str, scaling: float, parts: str) 
 
 
 def invariant_attention(quant: QuantizeOptions) -> bool:
-    """Whether the graphs use :meth:`GraphBuilder.cross_attention_invariant`: with the
-    batch-invariant (block) schemes, where the last bits matter."""
+    """Whether cross-attention K/V are padded to whole loop steps (:meth:`GraphBuilder.pad_source`):
+    with the batch-invariant (block) schemes, where the last bits matter."""
     return quant.bits is not None
 
 
-def cross_dims(quant: QuantizeOptions, kind: str, heads: int, head_dim: int) -> list:
+def cross_dims(quant: QuantizeOptions, heads: int, head_dim: int) -> list:
     """Shape of a cross-attention K or V graph input/output."""
-    if not invariant_attention(quant):
-        return ["batch", heads, "source_length", head_dim]
-    if kind == "key":
-        return ["batch", heads, head_dim, "source_length"]
-    return ["batch", heads, "source_length", head_dim + 1]
+    return ["batch", heads, "aligned_source_length" if invariant_attention(quant) else "source_length", head_dim]
 
 
 def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
@@ -483,13 +433,12 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
         p = f"decoder.layers.{i}.encoder_attn"
         kv_w, kv_b = _qkv(layer, "ca_", 1.0, "kv")
         kv = g.linear("last_hidden_state", kv_w, kv_b, f"{p}.kv")
+        k, v = g.split_heads(kv, 2, hd, hdd, p)
         if invariant_attention(quant):
-            k, v = g.cross_kv_invariant(kv, hd, hdd, p)
-        else:
-            k, v = g.split_heads(kv, 2, hd, hdd, p)
+            k, v = g.pad_source(k, f"{p}.k"), g.pad_source(v, f"{p}.v")
         for kind, tensor in (("key", k), ("value", v)):
             g.rename(tensor, f"cross_{kind}.{i}")
-            g.outputs.append(_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, kind, hd, hdd)))
+            g.outputs.append(_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, hd, hdd)))
     return g
 
 
@@ -507,28 +456,22 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         g.inputs += [_value(f"past_{kind}.{i}", TensorProto.FLOAT, ["batch", heads, "past_length", hd])
                      for i in range(n)]
     for kind in ("key", "value"):
-        g.inputs += [_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, kind, heads, hd))
+        g.inputs += [_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, heads, hd))
                      for i in range(n)]
     embedded = g.embedding("input_ids", w.decoder_embed, s.embed_scale, "decoder.embed_tokens")
     past = g.dim("past_key.0", 2, "decoder.past_length")
     new = g.dim("input_ids", 1, "decoder.new_length")
     new_pos, pos = g.positions(w.decoder_positions, past, new, "decoder.embed_positions")
     h = g.op("Add", [embedded, pos], name="decoder.embed_add")
-    if not invariant_attention(quant):
-        cross_mask = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_mask", to=TensorProto.INT32)
-    else:
-        # Key-padding bias [B, 1, 1, S]: 0 where attended, NEG_INF on padding.
-        keep = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_keep", to=TensorProto.FLOAT)
-        cross_bias = g.op("Mul", [g.op("Sub", [g.scalar("c.one", 1.0), keep], name="decoder.cross_pad"),
-                                  g.scalar("c.neg_inf", NEG_INF)], name="decoder.cross_bias_2d")
-        cross_bias = g.op("Unsqueeze", [cross_bias, g.ints("c.axes12", [1, 2])], name="decoder.cross_bias_4d")
-        # ... padded with NEG_INF up to the K/V's aligned source length
-        extra = g.op("Sub", [g.dim("cross_key.0", 3, "decoder.aligned_length"),
+    cross_mask = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_mask", to=TensorProto.INT32)
+    if invariant_attention(quant):
+        # the mask padded with zeros to the K/V's aligned source length
+        extra = g.op("Sub", [g.dim("cross_key.0", 2, "decoder.aligned_length"),
                              g.dim("encoder_attention_mask", 1, "decoder.source_length")], name="decoder.source_extra")
-        pads = g.op("Concat", [g.ints("c.zeros7", [0] * 7), g.op("Unsqueeze", [extra, g.ints("c.axis0", [0])],
+        pads = g.op("Concat", [g.ints("c.zeros3", [0] * 3), g.op("Unsqueeze", [extra, g.ints("c.axis0", [0])],
                                                                   name="decoder.source_extra_1")],
-                    name="decoder.bias_pads", axis=0)
-        cross_bias = g.op("Pad", [cross_bias, pads, g.scalar("c.neg_inf", NEG_INF)], name="decoder.cross_bias")
+                    name="decoder.mask_pads", axis=0)
+        cross_mask = g.op("Pad", [cross_mask, pads], name="decoder.cross_mask_aligned")
     # Causal bias [1, 1, T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
     query_pos = g.op("Unsqueeze", [new_pos, g.ints("c.axis1", [1])],
                      name="decoder.causal.q")
@@ -552,11 +495,7 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         h = g.add_norm(attn, h, layer["ln1_g"], layer["ln1_b"], s.layer_norm_eps, f"{p}.self_attn_layer_norm")
         cq = g.linear(h, layer["ca_q_w"] * np.float32(hd ** -0.5), layer["ca_q_b"] * np.float32(hd ** -0.5),
                       f"{p}.encoder_attn.q")
-        if invariant_attention(quant):
-            attn = g.cross_attention_invariant(cq, f"cross_key.{i}", f"cross_value.{i}", cross_bias, heads, hd,
-                                               f"{p}.encoder_attn")
-        else:
-            attn = g.mha(cq, f"cross_key.{i}", f"cross_value.{i}", heads, f"{p}.encoder_attn", mask=cross_mask)
+        attn = g.mha(cq, f"cross_key.{i}", f"cross_value.{i}", heads, f"{p}.encoder_attn", mask=cross_mask)
         attn = g.linear(attn, layer["ca_o_w"], layer["ca_o_b"], f"{p}.encoder_attn.out")
         h = g.add_norm(attn, h, layer["ln2_g"], layer["ln2_b"], s.layer_norm_eps, f"{p}.encoder_attn_layer_norm")
         ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
