@@ -374,3 +374,39 @@ def test_invariant_attention_computes_the_same_function(tmp_path, tiny_hf, fp32_
     for src, a, b in zip(sources, plain.greedy_all(sources, 16), fp32.greedy_all(sources, 16)):
         assert_equal_or_tie(tie_counter, src, a.ids, b.ids, lambda: greedy_tie(
             src, a.ids, b.ids, fp32_bundle.eos_id, scorer, a.stop == "eos", b.stop == "eos"))
+
+
+def test_engine_serves_a_sentence_the_same_whoever_else_is_served(block_bundles, tie_counter):
+    """Through the shared engine, a q8 bundle gives each probe sentence the output it gets alone,
+    while other callers' sentences of other lengths fill the batches."""
+    import threading
+
+    from edge_translator.core.translator import Translator
+
+    bundle, tokenizer, model = _parts(block_bundles[("q8", 64)][0])
+    probes = english_sentences(6, seed=21)
+    with Translator.load(bundle.path, threads=1, cache=None) as translator:
+        alone = {p: translator.translate_iter(p).__next__() for p in probes}
+        for round_ in range(3):
+            got: dict = {}
+            companions = [" ".join(english_sentences(4, seed=300 + 10 * round_ + k)) for k in range(8)]
+
+            def call(text, key=None):
+                results = list(translator.translate_iter(text))
+                if key is not None:
+                    got[key] = results[0]
+
+            threads = [threading.Thread(target=call, args=(c,)) for c in companions]
+            threads += [threading.Thread(target=call, args=(p, p)) for p in probes]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            scorer = onnx_next_logprobs(model)
+            target = bundle.targets[bundle.default_target].id
+            for p in probes:
+                mine, ref = got[p], alone[p]
+                src = tokenizer.encode(mine.source, target)
+                assert_equal_or_tie(tie_counter, src, mine.ids, ref.ids, lambda: greedy_tie(
+                    src, mine.ids, ref.ids, bundle.eos_id, scorer, mine.stop == "eos", ref.stop == "eos"))
+    assert tie_counter.equal >= 0.95 * tie_counter.compared
