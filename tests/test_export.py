@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, tiny_hf):
     out = tmp_path_factory.mktemp("export") / "tiny-int8"
-    result = run_cli("export", str(tiny_hf), str(out))
+    result = run_cli("export", str(tiny_hf), str(out), "--quantize", "int8")
     assert result.returncode == 0, result.stderr.decode()
     return out, result
 
@@ -70,15 +70,15 @@ def test_int8_really_is_int8(exported):
         floats = [t for t in inits.values() if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2
                   and np.prod(t.dims) >= 1024]
         assert [t.name for t in floats] == [f"{name.split('.')[0]}.embed_positions"]
-    check_int8({"encoder": out / "encoder.onnx", "decoder": out / "decoder.onnx"}, QuantizeOptions())
+    check_int8({"encoder": out / "encoder.onnx", "decoder": out / "decoder.onnx"}, QuantizeOptions(mode="dynamic"))
 
 
 def test_int8_check_catches_float_weights(tiny_fp32):
     files = {"encoder": tiny_fp32 / "encoder.onnx", "decoder": tiny_fp32 / "decoder.onnx"}
-    problems = unquantized_weights(files, QuantizeOptions())
+    problems = unquantized_weights(files, QuantizeOptions(mode="dynamic"))
     assert any("lm_head" in p for p in problems) and any("fc1" in p for p in problems)
     with pytest.raises(ExportError, match="did not apply"):
-        check_int8(files, QuantizeOptions())
+        check_int8(files, QuantizeOptions(mode="dynamic"))
 
 
 def test_every_weight_is_stored_once(exported, tiny_fp32):

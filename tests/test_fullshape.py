@@ -20,6 +20,8 @@ transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.slow
 MAX_INT8_BYTES = 85_000_000
+#: The quantization issue's goal for the 4-bit bundle of the full shape.
+MAX_Q4_BYTES = 50_000_000
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +45,25 @@ def test_full_model_matches_reference_config(full_hf):
 
 def test_int8_bundle_size_and_parity(full_hf, tmp_path):
     out = tmp_path / "int8"
-    result = run_cli("export", str(full_hf), str(out))
+    result = run_cli("export", str(full_hf), str(out), "--quantize", "int8")
     assert result.returncode == 0, result.stderr.decode()
     bundle = load_bundle(out)
     total = sum(record["size"] for record in bundle.manifest["files"].values())
     assert total <= MAX_INT8_BYTES, total
     assert (fp32 := bundle.manifest["validation"]["fp32_parity"])["max_abs_logit_diff"] <= fp32["allowed_abs_logit_diff"]
     assert bundle.manifest["validation"]["int8_check"]["passed"]
+
+
+def test_q4_bundle_of_the_full_shape_fits_50_mb(full_hf, tmp_path):
+    out = tmp_path / "q4"
+    result = run_cli("export", str(full_hf), str(out), "--quantize", "q4")
+    assert result.returncode == 0, result.stderr.decode()
+    bundle = load_bundle(out)
+    total = sum(record["size"] for record in bundle.manifest["files"].values())
+    assert total <= MAX_Q4_BYTES, total
+    assert bundle.quantization["mode"] == "q4" and bundle.manifest["validation"]["int8_check"]["passed"]
+    # the 65,001 x 512 embedding is stored once: the lookup and the output layer share its bytes
+    assert bundle.manifest["storage"]["stored_bytes"] < bundle.manifest["storage"]["referenced_bytes"] - 15_000_000
 
 
 def test_fp32_greedy_equals_generate_on_200_sentences(full_hf, tmp_path, tie_counter):

@@ -37,8 +37,8 @@ BLOCK_BITS = {"q8": 8, "q4": 4}
 #: Block sizes MatMulNBits accepts (powers of two, at least 16).
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 DEFAULT_BLOCK_SIZE = 64
-#: What ``edge-translator export`` writes without ``--quantize``.
-DEFAULT_SCHEME = "int8"
+#: What ``edge-translator export`` writes without ``--quantize``: batch-invariant 8-bit blocks.
+DEFAULT_SCHEME = "q8"
 #: MatMulNBits ``accuracy_level`` 4: activations quantized to int8 per row and block.
 ACCURACY_INT8 = 4
 #: ONNX Runtime releases with MatMulNBits int8-compute kernels for 8-bit weights (the
@@ -55,7 +55,7 @@ EXEMPT_SUFFIXES = (".embed_positions",)
 class QuantizeOptions:
     """How the exported graphs are quantized."""
 
-    mode: str = "dynamic"
+    mode: str = DEFAULT_SCHEME
     """``"dynamic"`` (INT8 weights, activations quantized per call), ``"static"`` (QDQ,
     calibrated), ``"q8"``/``"q4"`` (block-quantized weights, activations per row) or
     ``"none"`` (float32)."""
