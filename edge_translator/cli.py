@@ -210,6 +210,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Benchmark this runtime against PyTorch and CTranslate2 and write the report."""
+    import json
+
     from .toolchain import bench
 
     command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench"
@@ -238,6 +240,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.load:
         result.load = _load_benchmark(args, bundles[options.shipped], sentences, command,
                                       rounds=min(args.rounds, 3))
+    else:  # keep the load section of an earlier run; it names its own command
+        previous = Path(args.out) / "benchmarks.json"
+        if previous.is_file():
+            result.load = json.loads(previous.read_text()).get("load") or {}
     path = bench.write_report(result, Path(args.out))
     print(f"wrote {path}")
     for name, rate in result.batch1_tok_s.items():
@@ -392,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--fixtures", default="tests/fixtures", help="fixtures directory for --smoke")
     _add_load_arguments(be)
     be.add_argument("--load", action=argparse.BooleanOptionalAction, default=True,
-                    help="also benchmark the engine under load: concurrent callers, priority, memory (default on)")
+                    help="also benchmark the engine under load: concurrent callers, priority, memory (default on; "
+                    "--no-load keeps the load section of the report in --out)")
     be.set_defaults(func=cmd_bench)
 
     bl = sub.add_parser("bench-load", help="benchmark the engine under load only and update that section of "

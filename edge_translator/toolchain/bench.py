@@ -476,8 +476,9 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
     lines = [
         "# Benchmarks",
         "",
-        "Every figure on this page was measured in one run of the command below; rerun it to",
-        "replace them. Engines alternate round by round; figures are medians.",
+        "Every figure before *Engine under load* was measured in one run of the command below;",
+        "rerun it to replace them. That section names the run it comes from. Engines alternate",
+        "round by round; figures are medians.",
         "",
         "```",
         result.command,
