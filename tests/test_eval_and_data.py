@@ -48,3 +48,80 @@ def test_split_is_fixed_and_removes_overlap(tmp_path):
     assert [r[0] for r in split["train"]] == [44, 45]
     assert split["train"][1][1] == "猫。"
     assert normalize_key("Hello, World!") == normalize_key("hello world")
+
+
+def _row(bleu, size, dependent):
+    return {"bleu": bleu, "chrf": bleu + 20, "size_mb": size, "batch_dependent": dependent}
+
+
+def test_scheme_choice_is_the_smallest_invariant_one_within_the_bleu_budget():
+    from edge_translator.toolchain.schemes import choose
+
+    schemes = {"none": _row(20.0, 34.0, 0), "int8": _row(19.9, 9.0, 40), "q8-b64": _row(19.8, 9.5, 0),
+               "q8-b128": _row(19.75, 9.2, 3), "q4-b64": _row(19.6, 5.0, 0), "q4-b128": _row(18.0, 4.8, 0)}
+    name, why = choose(schemes, 0.3)
+    assert name == "q8-b64" and "19.8" in why  # q8-b128 is smaller but batch-dependent; q4s lose too much
+    assert choose(schemes, 0.5)[0] == "q4-b64"
+    assert choose(schemes, 2.5)[0] == "q4-b128"
+    schemes["q8-b64"]["batch_dependent"] = 1
+    assert choose(schemes, 0.3)[0] == "int8"  # nothing qualifies: the fallback that runs everywhere
+
+
+def test_scheme_table_marks_the_choice_and_the_loss(tmp_path):
+    from edge_translator.toolchain.schemes import render_table
+
+    results = {"batch_size": 32, "sentences": 100, "choice": "q8-b64",
+               "schemes": {"none": _row(20.0, 34.0, 0), "q8-b64": _row(19.8, 9.5, 0), "int8": _row(19.9, 9.0, 40)}}
+    lines = render_table(results)
+    assert lines[0].startswith("| scheme | BLEU | vs float32 |") and len(lines) == 2 + 3
+    assert "| **q8-b64** | 19.8 | -0.20 |" in lines[3] and "40 of 100" in lines[4]
+
+
+def test_schemes_command_measures_every_scheme(tmp_path, tiny_hf):
+    pytest.importorskip("torch")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("Hello.\t你好。\nWhere is the station?\t车站在哪里？\nI like tea.\t我喜欢茶。\n", encoding="utf-8")
+    out = tmp_path / "schemes.json"
+    result = run_cli("schemes", str(tiny_hf), "--pairs", str(pairs), "--work", str(tmp_path / "work"),
+                     "--block-sizes", "16,32", "--json", str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    data = json.loads(out.read_text())
+    assert list(data["schemes"]) == ["none", "int8", "q8-b16", "q8-b32", "q4-b16", "q4-b32"]
+    for name, row in data["schemes"].items():
+        assert 0 <= row["bleu"] <= 100 and row["size_mb"] > 0 and 0 <= row["batch_dependent"] <= 3
+    assert data["choice"] in data["schemes"] and data["sentences"] == 3
+    assert "| scheme | BLEU" in result.stdout.decode()
+    bad = run_cli("schemes", str(tiny_hf), "--pairs", str(pairs), "--block-sizes", "48")
+    assert bad.returncode == 4 and len(bad.stderr.decode().strip().splitlines()) == 1
+
+
+def test_model_card_is_rendered_from_the_measured_figures(tmp_path, tiny_int8):
+    """Every figure of the card comes from the training run's JSON files, none typed by hand."""
+    import shutil
+
+    from edge_translator.toolchain.modelcard import write_model_card
+    from edge_translator.toolchain.train import TrainOptions
+
+    work = tmp_path / "work"
+    (work / "ckpt").mkdir(parents=True)
+    (work / "data").mkdir()
+    from dataclasses import asdict
+
+    (work / "train_options.json").write_text(json.dumps(asdict(TrainOptions())))
+    (work / "data" / "stats.json").write_text(json.dumps({"train": 50318, "test": 2824}))
+    (work / "ckpt" / "done.json").write_text(json.dumps({"best_dev_bleu": 12.34,
+                                                        "history": [{"epoch": 17, "minutes": 99.5}]}))
+    schemes = {"none": _row(20.11, 34.2, 0), "int8": _row(19.87, 9.1, 404), "q8-b64": _row(20.02, 9.6, 0)}
+    for row in schemes.values():
+        row["signature"] = "nrefs:1|case:mixed|eff:no|tok:zh|smooth:exp|version:2.5.1"
+    (work / "eval.json").write_text(json.dumps({
+        "batch_size": 32, "sentences": 2824, "cpu": "Test CPU 3000", "choice": "q8-b64",
+        "why": "smallest batch-invariant scheme within 0.3 BLEU of float32: 20.02 against 20.11, 9.6 MB",
+        "schemes": schemes, "pytorch_fp32": {"bleu": 20.5, "chrf": 18.25}}))
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_int8, bundle)
+    card = write_model_card(bundle, work, "demo").read_text()
+    for figure in ("20.5", "18.25", "12.34", "17 epochs", "99.5 minutes", "Test CPU 3000", "| **q8-b64** | 20.02 |",
+                   "404 of 2824", "Shipped: q8-b64.** Smallest batch-invariant", "2,824", "50,318"):
+        assert figure in card, figure
+    assert "{" not in card.split("## Licence")[0]  # no unfilled placeholder
