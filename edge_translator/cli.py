@@ -255,7 +255,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_bench_load(args: argparse.Namespace) -> int:
     """Benchmark the engine under load only, and update that section of the report."""
-    from .toolchain import bench, loadbench
+    from .toolchain import bench, loadreport
 
     command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench-load"
     if args.smoke:
@@ -267,7 +267,7 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
         int8 = bundles[bench.BenchOptions().shipped]
         sentences = bench.prose_sentences()
     load = _load_benchmark(args, int8, sentences, command, rounds=args.rounds)
-    path = loadbench.update_report(load, Path(args.out))
+    path = loadreport.update_report(load, Path(args.out))
     print(f"updated {path}")
     _print_load(load)
     return 0

@@ -553,7 +553,7 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "",
     ]
     if result.load:
-        from .loadbench import render_section
+        from .loadreport import render_section
 
         lines += render_section(result.load)
     return "\n".join(lines)

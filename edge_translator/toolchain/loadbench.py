@@ -28,6 +28,7 @@ import numpy as np
 from ..core.engine import EngineOptions, Priority
 from ..core.errors import ExportError
 from ..core.translator import SentenceResult, TranslateOptions, Translator, join_results
+from .loadreport import percent, ratio
 
 logger = logging.getLogger(__name__)
 
@@ -166,14 +167,6 @@ def _ms_percentiles(seconds: list[float]) -> dict:
             "calls": len(ms)}
 
 
-def _ratio(a: float, b: float) -> float | None:
-    return round(a / b, 2) if a and b else None
-
-
-def _pct(share: float | None) -> str:
-    return "?" if share is None else f"{100 * share:.0f}%"
-
-
 def _run_threads(targets: list[Callable[[], None]]) -> None:
     """Run each target on its own thread, wait for all, and re-raise the first failure."""
     with ThreadPoolExecutor(len(targets)) as pool:
@@ -240,7 +233,7 @@ def _alternate(runs: dict[str, Callable[[], dict]], rounds: int) -> dict[str, li
             last["others"] = others_share(before, cpu_snapshot())
             samples[name].append(last)
             logger.info("round %d, %s: %.1f s, %.1f tokens/s, other processes %s of the CPUs", round_ + 1, name,
-                        last["wall_s"], last["tokens"] / last["wall_s"], _pct(last["others"]))
+                        last["wall_s"], last["tokens"] / last["wall_s"], percent(last["others"]))
     return samples
 
 
@@ -327,8 +320,8 @@ def interactive_under_bulk(translator: Translator, sentences: list[str], bulk_te
     unloaded = _ms_percentiles(before + after)
     loaded_ms = _ms_percentiles(loaded)
     return {"unloaded": unloaded, "loaded": loaded_ms,
-            "ratio_p50": _ratio(loaded_ms["p50_ms"], unloaded["p50_ms"]),
-            "ratio_p95": _ratio(loaded_ms["p95_ms"], unloaded["p95_ms"]),
+            "ratio_p50": ratio(loaded_ms["p50_ms"], unloaded["p50_ms"]),
+            "ratio_p95": ratio(loaded_ms["p95_ms"], unloaded["p95_ms"]),
             "bulk_sentences": len(submission), "bulk_done_while_probing": during,
             "bulk_sent_s_while_probing": round(during / elapsed, 2), "bulk_running_throughout": still_running,
             "probe_words": round(statistics.mean(len(p.split()) for p in probes), 1)}
@@ -446,8 +439,8 @@ def interleaved_bulk(one: Translator, two: Translator, text: str, opts: LoadOpti
     return {"sentences": bulk["two"]["sentences"], "max_bulk_batches_1": bulk["one"], "max_bulk_batches_2": bulk["two"],
             "no_tail_bound": bulk["bound"],
             "uniform_length": round(statistics.mean(s["tokens"] / s["sentences"] for s in natural)),
-            "ratio_2_vs_1": _ratio(bulk["two"]["tok_s"], bulk["one"]["tok_s"]),
-            "ratio_bound_vs_2": _ratio(bulk["bound"]["tok_s"], bulk["two"]["tok_s"])}
+            "ratio_2_vs_1": ratio(bulk["two"]["tok_s"], bulk["one"]["tok_s"]),
+            "ratio_bound_vs_2": ratio(bulk["bound"]["tok_s"], bulk["two"]["tok_s"])}
 
 
 def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command: str = "") -> dict:
@@ -503,8 +496,8 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
         four_batches = {c: _summary(samples.pop(f"{c}, four batches")) for c in opts.scheduler_callers}
         callers = {name: _summary(s) for name, s in samples.items()}
         for summary in callers.values():
-            summary["ratio"] = _ratio(summary["tok_s"], sequential["tok_s"])
-            summary["best_ratio"] = _ratio(summary["best_tok_s"], sequential["best_tok_s"])
+            summary["ratio"] = ratio(summary["tok_s"], sequential["tok_s"])
+            summary["best_ratio"] = ratio(summary["best_tok_s"], sequential["best_tok_s"])
         result["concurrency"] = {"paragraphs": len(paragraphs), "sentences_per_paragraph": n,
                                  "sequential": sequential, "callers": callers}
         result["first_sentence"] = first_sentence(main, long_text, opts, options)
@@ -514,7 +507,7 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
         one_bulk = load(replace(engine, max_bulk_batches=1))
         scheduler_text = " ".join(distinct_sentences(pool, opts.scheduler_sentences))
         interactive = {str(c): {"max_interactive_batches_1": callers[str(c)], "max_interactive_batches_4": four_batches[c],
-                                "ratio_4_vs_1": _ratio(four_batches[c]["tok_s"], callers[str(c)]["tok_s"])}
+                                "ratio_4_vs_1": ratio(four_batches[c]["tok_s"], callers[str(c)]["tok_s"])}
                        for c in opts.scheduler_callers}
         result["scheduler"] = {
             "bulk": interleaved_bulk(one_bulk, main, scheduler_text, opts, options),
@@ -530,133 +523,3 @@ def _chunks(items: list[str], size: int) -> list[list[str]]:
 
 
 # -- report ----------------------------------------------------------------------------------------
-def render_section(load: dict) -> list[str]:
-    """Markdown lines of the "Engine under load" section of ``docs/benchmarks.md``."""
-    m, o, c = load["machine"], load["options"], load["concurrency"]
-    seq, first, inter = c["sequential"], load["first_sentence"], load["interactive"]
-    bulk, many = load["scheduler"]["bulk"], load["scheduler"]["interactive"]
-    lines = [
-        "## Engine under load",
-        "",
-        f"Measured by `{load['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), "
-        f"{o['threads']} ONNX Runtime threads, cache off, `{load['bundle']}`. Decoding: {load['decoding']}. "
-        "Every call goes through `Translator`; throughput figures are medians (and bests) of "
-        f"{o['rounds']} alternating rounds, latency percentiles are over every call of every round. "
-        "The last column of each table is the median share of this machine's CPUs that other processes used "
-        "during those runs (from `/proc/stat`); a virtual machine's neighbours on the host do not show there.",
-        "",
-        f"### Concurrent callers ({c['paragraphs']} distinct paragraphs of {c['sentences_per_paragraph']} "
-        f"sentences, {seq['tokens']} tokens)",
-        "",
-        "Each caller thread calls `translate` on its share of the paragraphs, one after another; "
-        "*sequential* is the same work in one thread.",
-        "",
-        "| callers | tokens/s | sentences/s | vs sequential | best tokens/s | best vs best | p50 per call "
-        "| p95 per call | CPU used by others |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for n, row in [("sequential", {**seq, "ratio": 1.0, "best_ratio": 1.0}), *c["callers"].items()]:
-        lines.append(f"| {n} | {row['tok_s']} | {row['sent_s']} | {_times(row['ratio'])} | {row['best_tok_s']} "
-                     f"| {_times(row['best_ratio'])} | {row['p50_ms']} ms | {row['p95_ms']} ms "
-                     f"| {_pct(row['others_cpu'])} |")
-    two = bulk["max_bulk_batches_2"]
-    lines += [
-        "",
-        f"For scale: the bulk job below (length-sorted batches of up to 32 sentences) ran at {two['tok_s']} "
-        f"tokens/s, {_times(_ratio(two['tok_s'], seq['tok_s']))} the sequential rate: roughly the most that "
-        "any number of callers can reach on this machine.",
-        "",
-        "### Time to the first sentence, and priority",
-        "",
-        f"- A {first['sentences']}-sentence text, interactive: first result in input order "
-        f"{first['first_s']} s after `submit` (earliest sentence done after {first['first_completed_s']} s), "
-        f"all {first['all_s']} s (medians of {first['runs']}).",
-        f"- One-sentence interactive `translate` calls (about {inter['probe_words']} words): unloaded p50 "
-        f"{inter['unloaded']['p50_ms']} ms, p95 {inter['unloaded']['p95_ms']} ms; while a "
-        f"{inter['bulk_sentences']}-sentence bulk job runs, p50 {inter['loaded']['p50_ms']} ms, p95 "
-        f"{inter['loaded']['p95_ms']} ms: {_times(inter['ratio_p50'])} at p50, {_times(inter['ratio_p95'])} at p95. "
-        f"The bulk job went on at {inter['bulk_sent_s_while_probing']} sentences/s meanwhile"
-        + ("" if inter["bulk_running_throughout"] else " (and finished before the last call: not loaded throughout)")
-        + ".",
-        "",
-        "### Interleaved batches (the engine's stand-in for continuous batching)",
-        "",
-        f"A {bulk['sentences']}-sentence bulk job with one and with two bulk batches decoding at once, and the "
-        f"same job with every sentence cut to the same length ({bulk['uniform_length']} tokens, the mean): no "
-        "batch then has a tail, which is what true continuous batching would reach at best.",
-        "",
-        "| bulk job | tokens/s | best tokens/s | CPU used by others |",
-        "|---|---|---|---|",
-        *(f"| {name} | {bulk[key]['tok_s']} | {bulk[key]['best_tok_s']} | {_pct(bulk[key]['others_cpu'])} |"
-          for name, key in (("`max_bulk_batches=1`", "max_bulk_batches_1"),
-                            ("`max_bulk_batches=2`", "max_bulk_batches_2"), ("no-tail bound", "no_tail_bound"))),
-        "",
-        f"Two bulk batches against one: {_times(bulk['ratio_2_vs_1'])}; the bound against two: "
-        f"{_times(bulk['ratio_bound_vs_2'])} (best against best "
-        f"{_times(_ratio(bulk['no_tail_bound']['best_tok_s'], two['best_tok_s']))}), so true continuous batching "
-        "(rows joining a running batch, which needs a self-attention padding mask in the decoder graph) could add "
-        f"at most about {_gain(bulk['ratio_bound_vs_2'])} to "
-        f"{_gain(_ratio(bulk['no_tail_bound']['best_tok_s'], two['best_tok_s']))} to this bulk job.",
-        "",
-        "Concurrent callers, and one text of many sentences, with one and with four interactive batches "
-        "decoding at once:",
-        "",
-        "| callers | interactive batches | tokens/s | best tokens/s | p50 per call | p95 per call | 4 against 1 "
-        "| CPU used by others |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for n, pair in many["callers"].items():
-        for k in ("1", "4"):
-            row = pair[f"max_interactive_batches_{k}"]
-            lines.append(f"| {n} | {k} | {row['tok_s']} | {row['best_tok_s']} | {row['p50_ms']} ms "
-                         f"| {row['p95_ms']} ms | {_times(pair['ratio_4_vs_1']) if k == '4' else ''} "
-                         f"| {_pct(row['others_cpu'])} |")
-    lines += ["", f"First result of the {first['sentences']}-sentence text: {many['first_sentence_1']['first_s']} s "
-              f"with one interactive batch, {many['first_sentence_4']['first_s']} s with four.", ""]
-    soaked = load.get("soak") or {}
-    lines += ["### Memory under load", ""]
-    if not soaked:
-        lines += ["Not measured in this run (`--soak-minutes 0`).", ""]
-        return lines
-    lines += [
-        f"In a process of its own (RSS {soaked.get('loaded_mb')} MB with the bundle loaded), "
-        f"{soaked['callers']} interactive callers (pausing {soaked['think_s']} s between calls) and a bulk job for "
-        f"{soaked['seconds'] / 60:.1f} min ({soaked['interactive_sentences']} interactive and "
-        f"{soaked['bulk_sentences']} bulk sentences, {soaked['tokens']} tokens); `VmRSS` sampled every "
-        f"{o['soak_sample_s']} s: start {soaked['start_mb']} MB, peak {soaked['peak_mb']} MB, end "
-        f"{soaked['end_mb']} MB; after the first {soaked['warmup_s']:g} s, {soaked['after_warmup_mb']} MB and a "
-        f"slope of {soaked['slope_mb_per_min']} MB/min.",
-        "",
-    ]
-    return lines
-
-
-def _gain(ratio: float | None) -> str:
-    return "?" if ratio is None else f"{max(0.0, 100 * (ratio - 1)):.0f}%"
-
-
-def _times(ratio: float | None) -> str:
-    return f"{ratio:.2f}×" if ratio else "n/a"
-
-
-def update_report(load: dict, out_dir: Path) -> Path:
-    """Put ``load`` into ``benchmarks.md`` and ``benchmarks.json`` in ``out_dir``, keeping the rest.
-
-    The "Engine under load" section of the Markdown (up to the next ``## `` heading) and
-    the ``load`` key of the JSON are replaced; both files are created if missing.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    md, js = out_dir / "benchmarks.md", out_dir / "benchmarks.json"
-    data = json.loads(js.read_text()) if js.is_file() else {}
-    data["load"] = load
-    js.write_text(json.dumps(data, indent=2) + "\n")
-    text = md.read_text() if md.is_file() else "# Benchmarks\n"
-    heading = "## Engine under load"
-    before, after = text, ""
-    if heading in text:
-        before, rest = text.split(heading, 1)
-        end = rest.find("\n## ")
-        after = rest[end + 1:] if end >= 0 else ""
-    section = "\n".join(render_section(load))
-    md.write_text(before.rstrip("\n") + "\n\n" + section + ("\n" + after if after else ""))
-    return md
