@@ -143,7 +143,7 @@ def _manifest(name: str, src: Path, weights: MarianWeights, vocab: dict[str, int
         },
         "weights_file": "weights.bin",
         "quantization": quant.as_manifest(),
-        **({"runtime": runtime_requirements(quant)} if runtime_requirements(quant) else {}),
+        **({"runtime": needs} if (needs := runtime_requirements(quant)) else {}),
         "opset": OPSET,
         "tools": _versions(),
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -191,7 +191,7 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
     Raises:
         ExportError: If the source is unusable, OUT exists without ``force``, OUT is not
             writable, the FP32 graphs are less exact than PyTorch float32 (see
-            :func:`logits_parity_checked`), or INT8 is not INT8.
+            :func:`logits_parity_checked`), or a weight is not quantized as asked.
     """
     options = options or ExportOptions()
     quant = options.quantize

@@ -228,17 +228,19 @@ def quantize_blocks(weight: np.ndarray, bits: int, block_size: int) -> BlockQuan
 
 
 def unquantized_weights(model_paths: dict[str, Path], options: QuantizeOptions) -> list[str]:
-    """List the large float32 weights that quantization should have turned into INT8.
+    """List the large weights that are not quantized the way ``options`` asked.
 
-    A weight is expected to be INT8 when a node of a quantized op type uses it and that
-    node is not excluded. Position tables are fixed sinusoids and stay float32.
+    A weight is expected to be quantized when a node of a quantized op type uses it and
+    that node is not excluded; a float32 one is reported. For q8/q4 every MatMulNBits and
+    GatherBlockQuantized must also read uint8 codes of the asked bits and block size.
+    Position tables are fixed sinusoids and stay float32.
 
     Args:
         model_paths: Graph name → ONNX file (external data beside it).
         options: The quantization that was asked for.
 
     Returns:
-        One line per offending weight; empty when every large weight is INT8.
+        One line per offending weight or node; empty when all is as asked.
     """
     import onnx
 
@@ -288,10 +290,10 @@ def _block_problems(graph_name: str, model, inits: dict, options: QuantizeOption
 
 
 def check_int8(model_paths: dict[str, Path], options: QuantizeOptions) -> None:
-    """Fail loudly if quantization left a large weight matrix in float32.
+    """Fail loudly if quantization left a large weight matrix in float32 (or in another scheme).
 
     Raises:
-        ExportError: Listing the weights that are not INT8.
+        ExportError: Naming the first weight that is not as asked, and how many more.
     """
     problems = unquantized_weights(model_paths, options)
     if problems:
