@@ -308,6 +308,27 @@ def test_int8_kernel_from_cpu_flags(text, arch, kernel):
     assert slow_path_warning({"mode": "dynamic"}, cpu) is None
 
 
+def test_another_architectures_flags_say_nothing(tmp_path):
+    """Under qemu user emulation an aarch64 process reads the x86 host's /proc/cpuinfo."""
+    cpu = parse_cpuinfo(NEW_X86, "aarch64")
+    assert cpu.flags is None and cpu.int8_kernel() is None and "Ryzen" not in cpu.name
+    assert slow_path_warning({"mode": "q8"}, cpu) is None  # unknown: no false warning
+    assert parse_cpuinfo(PI5, "x86_64").flags is None
+
+
+def test_aarch64_features_from_the_kernels_hwcap_word(tmp_path):
+    import struct
+
+    from edge_translator.core.cpu import aarch64_hwcap_flags
+
+    auxv = tmp_path / "auxv"
+    auxv.write_bytes(struct.pack("<6Q", 6, 4096, 16, (1 << 1) | (1 << 20), 0, 0))  # AT_PAGESZ, AT_HWCAP, AT_NULL
+    assert aarch64_hwcap_flags(auxv) == {"asimd", "asimddp"}
+    auxv.write_bytes(struct.pack("<4Q", 16, 1 << 1, 0, 0))  # a Pi 4: no dot product
+    assert aarch64_hwcap_flags(auxv) == {"asimd"}
+    assert aarch64_hwcap_flags(tmp_path / "missing") is None
+
+
 def test_cpu_names_and_arch_aliases(tmp_path):
     fake = tmp_path / "cpuinfo"
     fake.write_text(PI4)

@@ -6,8 +6,9 @@ x86-64, the dot-product extension (``asimddp``) on aarch64. Elsewhere, a Raspber
 (Cortex-A72) for one, 8-bit weights are dequantized whole at every call, and the
 per-channel ``int8`` bundle is the better choice. Features come from ``/proc/cpuinfo`` on
 Linux (or the file ``EDGE_TRANSLATOR_CPUINFO`` names, for containers that hide it and for
-tests); Apple silicon always has the dot-product extension; on other systems they are
-unknown and nothing is assumed.
+tests), and on aarch64 Linux from the kernel's ``AT_HWCAP`` word when that file does not
+list them; Apple silicon always has the dot-product extension; on other systems they
+are unknown and nothing is assumed.
 """
 
 from __future__ import annotations
@@ -57,23 +58,50 @@ def normalize_arch(machine: str) -> str:
     return _ARCH_ALIASES.get(machine, machine)
 
 
+#: The ``/proc/cpuinfo`` key that lists features, by architecture.
+_FLAGS_KEY = {"x86_64": "flags", "aarch64": "features"}
+#: ``AT_HWCAP`` (``/proc/self/auxv``) bits of aarch64 features: the kernel's ``HWCAP_*``.
+_AARCH64_HWCAP = {"asimd": 1 << 1, "asimddp": 1 << 20}
+_AT_HWCAP = 16
+
+
 def parse_cpuinfo(text: str, arch: str) -> CpuInfo:
     """Read the first processor's name and flags from ``/proc/cpuinfo`` text.
 
     x86 kernels list ``flags`` and ``model name``; aarch64 kernels list ``Features`` and,
-    at most, ``CPU part`` numbers (``Model`` on a Raspberry Pi names the board).
+    at most, ``CPU part`` numbers (``Model`` on a Raspberry Pi names the board). A feature
+    list under the other architecture's key (qemu user emulation shows the host's file)
+    says nothing about this CPU, so the flags are then unknown.
     """
-    name, flags, board = "", None, ""
+    name, board, listed = "", "", None
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key, value = key.strip().lower(), value.strip()
-        if key in ("flags", "features") and flags is None:
-            flags = frozenset(value.split())
+        if key in ("flags", "features") and listed is None:
+            listed = (key, frozenset(value.split()))
         elif key == "model name" and not name:
             name = value
         elif key == "model" and not board and not value.isdigit():
             board = value
+    wanted = _FLAGS_KEY.get(arch)
+    flags = listed[1] if listed and wanted in (None, listed[0]) else None
+    if listed and flags is None:  # the other architecture's file: its name is not this CPU's either
+        name = ""
     return CpuInfo(arch, name or board or arch, flags)
+
+
+def aarch64_hwcap_flags(auxv: str | Path = "/proc/self/auxv") -> frozenset[str] | None:
+    """aarch64 features from the kernel's ``AT_HWCAP`` word, which emulators fill in too."""
+    import struct
+
+    try:
+        data = Path(auxv).read_bytes()
+    except OSError:
+        return None
+    for key, value in struct.iter_unpack("<QQ", data[: len(data) // 16 * 16]):
+        if key == _AT_HWCAP:
+            return frozenset(name for name, bit in _AARCH64_HWCAP.items() if value & bit)
+    return None
 
 
 def cpu_info(cpuinfo: str | Path | None = None, machine: str | None = None) -> CpuInfo:
@@ -86,10 +114,18 @@ def cpu_info(cpuinfo: str | Path | None = None, machine: str | None = None) -> C
     """
     arch = normalize_arch(machine or platform.machine())
     cpuinfo = cpuinfo or os.environ.get("EDGE_TRANSLATOR_CPUINFO") or "/proc/cpuinfo"
+    info = None
     try:
-        return parse_cpuinfo(Path(cpuinfo).read_text(encoding="utf-8", errors="replace"), arch)
+        info = parse_cpuinfo(Path(cpuinfo).read_text(encoding="utf-8", errors="replace"), arch)
     except OSError:
         pass
+    native = normalize_arch(platform.machine()) == arch == "aarch64"
+    if native and sys.platform == "linux" and (info is None or info.flags is None):
+        hwcap = aarch64_hwcap_flags()
+        if hwcap is not None:
+            return CpuInfo(arch, info.name if info else arch, hwcap)
+    if info is not None:
+        return info
     if sys.platform == "darwin" and arch == "aarch64":
         return CpuInfo(arch, "Apple silicon", frozenset({"asimd", "asimddp"}))
     return CpuInfo(arch, platform.processor() or arch, None)
