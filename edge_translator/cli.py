@@ -181,8 +181,13 @@ def cmd_schemes(args: argparse.Namespace) -> int:
     if not sizes or set(sizes) - set(BLOCK_SIZES):
         raise InputError(f"--block-sizes takes sizes from {', '.join(map(str, BLOCK_SIZES))} separated by commas, "
                          f"not {args.block_sizes!r}")
+    only = tuple(x.strip() for x in (args.only or "").split(",") if x.strip())
     options = schemes.SchemeOptions(block_sizes=sizes, threads=args.threads, limit=args.limit,
-                                    max_bleu_loss=args.max_bleu_loss)
+                                    max_bleu_loss=args.max_bleu_loss, only=only)
+    try:
+        schemes.variants(options)
+    except ValueError as exc:
+        raise InputError(f"--only: {exc}") from None
     results = schemes.measure(Path(args.src), Path(args.pairs), Path(args.work), options, progress=print)
     print("\n".join(schemes.render_table(results)))
     if args.json:
@@ -369,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--block-sizes", default="64,128,256", help="block sizes for q8 and q4 (default 64,128,256)")
     sc.add_argument("--max-bleu-loss", type=float, default=0.3, help="BLEU the chosen scheme may lose (0.3)")
     sc.add_argument("--limit", type=int, help="score only the first N pairs")
+    sc.add_argument("--only", metavar="NAMES", help="measure only these schemes, e.g. none,int8,q8-b64 "
+                    "(the choice needs none among them)")
     sc.add_argument("--threads", type=int)
     sc.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     sc.set_defaults(func=cmd_schemes)

@@ -93,6 +93,14 @@ def test_schemes_command_measures_every_scheme(tmp_path, tiny_hf):
     assert "| scheme | BLEU" in result.stdout.decode()
     bad = run_cli("schemes", str(tiny_hf), "--pairs", str(pairs), "--block-sizes", "48")
     assert bad.returncode == 4 and len(bad.stderr.decode().strip().splitlines()) == 1
+    part = tmp_path / "part.json"
+    result = run_cli("schemes", str(tiny_hf), "--pairs", str(pairs), "--work", str(tmp_path / "work"),
+                     "--block-sizes", "16,32", "--only", "q4-b32,q8-b16", "--json", str(part))
+    assert result.returncode == 0, result.stderr.decode()
+    data = json.loads(part.read_text())
+    assert list(data["schemes"]) == ["q8-b16", "q4-b32"] and "choice" not in data  # no float32 row to choose against
+    bad = run_cli("schemes", str(tiny_hf), "--pairs", str(pairs), "--only", "q5-b16")
+    assert bad.returncode == 4 and b"unknown schemes" in bad.stderr
 
 
 def test_model_card_is_rendered_from_the_measured_figures(tmp_path, tiny_int8):
