@@ -104,7 +104,7 @@ def test_fp32_export_and_options(tmp_path, tiny_hf):
     export(tiny_hf, out, ExportOptions(quantize=QuantizeOptions(mode="none")))
     assert load_bundle(out).quantization == {"mode": "none"}
     excl = tmp_path / "excl"
-    quant = QuantizeOptions(per_channel=False, op_types=("MatMul",), exclude_nodes=("lm_head",))
+    quant = QuantizeOptions(mode="dynamic", per_channel=False, op_types=("MatMul",), exclude_nodes=("lm_head",))
     export(tiny_hf, excl, ExportOptions(quantize=quant, validate=False))
     decoder = onnx.load(str(excl / "decoder.onnx"), load_external_data=False)
     ops = {n.name: n.op_type for n in decoder.graph.node}
