@@ -60,8 +60,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a Hugging Face MarianMT model into a bundle."""
     from .toolchain.export import ExportOptions, export
-    from .toolchain.quantize import QuantizeOptions
+    from .toolchain.quantize import DEFAULT_SCHEME, QuantizeOptions
 
+    if args.quantize is None:  # --calibrate alone means static int8
+        args.quantize = "int8" if args.calibrate else DEFAULT_SCHEME
     if args.calibrate and args.quantize != "int8":
         raise InputError(f"--calibrate makes a static INT8 bundle; it does not go with --quantize {args.quantize}")
     if args.restrict_output and args.quantize in ("q8", "q4"):
@@ -322,9 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="export a Hugging Face MarianMT model into a bundle")
     ex.add_argument("src", help="local Hugging Face MarianMT directory (or hub id, when online)")
     ex.add_argument("out", help="bundle directory to write")
-    ex.add_argument("--quantize", choices=("int8", "q8", "q4", "none"), default=DEFAULT_SCHEME,
+    ex.add_argument("--quantize", choices=("int8", "q8", "q4", "none"),
                     help="weights: int8 (per channel, any CPU), q8/q4 (8- or 4-bit blocks, batch-invariant, "
-                    f"need an int8 dot-product CPU), none (float32); default {DEFAULT_SCHEME}")
+                    f"need an int8 dot-product CPU), none (float32); default {DEFAULT_SCHEME}, or int8 with "
+                    "--calibrate")
     ex.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                     help=f"weights per scale for q8/q4: 16, 32, 64, 128 or 256 (default {DEFAULT_BLOCK_SIZE})")
     ex.add_argument("--calibrate", metavar="FILE", help="static INT8 (QDQ) calibrated on these English lines")
