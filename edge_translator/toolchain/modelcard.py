@@ -69,8 +69,8 @@ assets/eval/tatoeba-cmn-eng-test.tsv`.
 
 On a machine with internet and the `export` extra:
 
-    edge-translator export Helsinki-NLP/opus-mt-en-zh bundles/opus-mt-en-zh-int8
-    EDGE_TRANSLATOR_MODEL=bundles/opus-mt-en-zh-int8 edge-translator translate "Hello."
+    edge-translator export Helsinki-NLP/opus-mt-en-zh bundles/opus-mt-en-zh-q8
+    EDGE_TRANSLATOR_MODEL=bundles/opus-mt-en-zh-q8 edge-translator translate "Hello."
 
 Published figures for opus-mt-en-zh: Tatoeba-test BLEU 31.4, Flores-200 devtest spBLEU 27.9.
 """
