@@ -60,7 +60,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a Hugging Face MarianMT model into a bundle."""
     from .toolchain.export import ExportOptions, export
-    from .toolchain.quantize import DEFAULT_SCHEME, QuantizeOptions
+    from .toolchain.quantize import DEFAULT_SCHEME, SCHEME_MODES, QuantizeOptions
 
     if args.quantize is None:  # --calibrate alone means static int8
         args.quantize = "int8" if args.calibrate else DEFAULT_SCHEME
@@ -72,7 +72,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         quant = QuantizeOptions(mode="none")
     else:
         op_types = tuple(t.strip() for t in args.op_types.split(",") if t.strip())
-        mode = args.quantize if args.quantize != "int8" else "static" if args.calibrate else "dynamic"
+        mode = "static" if args.calibrate else SCHEME_MODES[args.quantize]
         try:
             quant = QuantizeOptions(
                 mode=mode, per_channel=args.per_channel, block_size=args.block_size,
@@ -161,10 +161,10 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
 
 def _scheme(args: argparse.Namespace):
     """QuantizeOptions from ``--quantize`` and ``--block-size`` (no calibration, all op types)."""
-    from .toolchain.quantize import QuantizeOptions
+    from .toolchain.quantize import SCHEME_MODES, QuantizeOptions
 
     try:
-        return QuantizeOptions(mode={"int8": "dynamic"}.get(args.quantize, args.quantize), block_size=args.block_size)
+        return QuantizeOptions(mode=SCHEME_MODES[args.quantize], block_size=args.block_size)
     except ValueError as exc:
         raise InputError(f"{exc}; see edge-translator {args.command} --help") from None
 
@@ -304,7 +304,7 @@ def _print_load(load: dict) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``edge-translator`` command."""
     from . import __version__
-    from .toolchain.quantize import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME
+    from .toolchain.quantize import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME, SCHEME_MODES
 
     parser = argparse.ArgumentParser(prog="edge-translator", description="Offline English→Chinese translation.",
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="export a Hugging Face MarianMT model into a bundle")
     ex.add_argument("src", help="local Hugging Face MarianMT directory (or hub id, when online)")
     ex.add_argument("out", help="bundle directory to write")
-    ex.add_argument("--quantize", choices=("int8", "q8", "q4", "none"),
+    ex.add_argument("--quantize", choices=tuple(SCHEME_MODES),
                     help="weights: int8 (per channel, any CPU), q8/q4 (8- or 4-bit blocks, batch-invariant, "
                     f"need an int8 dot-product CPU), none (float32); default {DEFAULT_SCHEME}, or int8 with "
                     "--calibrate")
@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     td.add_argument("--evaluate", action="store_true",
                     help="also score PyTorch and every weight scheme on the test split (eval.json), ship the "
                     "scheme chosen from those scores, and write the model card")
-    td.add_argument("--quantize", choices=("int8", "q8", "q4", "none"), default=DEFAULT_SCHEME,
+    td.add_argument("--quantize", choices=tuple(SCHEME_MODES), default=DEFAULT_SCHEME,
                     help=f"weights of the exported bundle (default {DEFAULT_SCHEME})")
     td.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                     help=f"weights per scale for q8/q4 (default {DEFAULT_BLOCK_SIZE})")

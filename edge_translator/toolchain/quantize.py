@@ -37,6 +37,8 @@ BLOCK_BITS = {"q8": 8, "q4": 4}
 #: Block sizes MatMulNBits accepts (powers of two, at least 16).
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 DEFAULT_BLOCK_SIZE = 64
+#: ``--quantize`` names → :attr:`QuantizeOptions.mode` (``int8`` is dynamic INT8; static comes from ``--calibrate``).
+SCHEME_MODES = {"int8": "dynamic", "q8": "q8", "q4": "q4", "none": "none"}
 #: What ``edge-translator export`` writes without ``--quantize``: batch-invariant 8-bit blocks.
 DEFAULT_SCHEME = "q8"
 #: MatMulNBits ``accuracy_level`` 4: activations quantized to int8 per row and block.
