@@ -67,7 +67,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.calibrate and args.quantize != "int8":
         raise InputError(f"--calibrate makes a static INT8 bundle; it does not go with --quantize {args.quantize}")
     if args.restrict_output and args.quantize in ("q8", "q4"):
-        raise InputError(f"--restrict-output works with --quantize int8 or none, not {args.quantize}")
+        raise InputError(f"--restrict-output works with --quantize int8, int8r or none, not {args.quantize}")
     if args.quantize == "none":
         quant = QuantizeOptions(mode="none")
     else:
@@ -106,7 +106,8 @@ def _print_summary(out: Path) -> None:
     if restricted:
         print(f"restricted vs full output layer: {restricted['identical']}/{restricted['sentences']} identical")
     agreement = validation.get("int8_agreement")
-    label = {"dynamic": "INT8", "static": "static INT8"}.get(bundle.quantization["mode"], bundle.quantization["mode"])
+    labels = {"dynamic": "INT8", "static": "static INT8", "rowwise": "INT8 (per-row)"}
+    label = labels.get(bundle.quantization["mode"], bundle.quantization["mode"])
     if agreement:
         print(f"{label} vs FP32 greedy: {agreement['identical']}/{agreement['sentences']} sentences identical, "
               f"token agreement {agreement['token_agreement']:.1%}")
@@ -325,9 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("src", help="local Hugging Face MarianMT directory (or hub id, when online)")
     ex.add_argument("out", help="bundle directory to write")
     ex.add_argument("--quantize", choices=tuple(SCHEME_MODES),
-                    help="weights: int8 (per channel, any CPU), q8/q4 (8- or 4-bit blocks, batch-invariant, "
-                    f"need an int8 dot-product CPU), none (float32); default {DEFAULT_SCHEME}, or int8 with "
-                    "--calibrate")
+                    help="weights: int8r (INT8 per channel, activations per row: batch-invariant, any CPU), "
+                    "int8 (activations per call: fastest batched, batch-dependent), q8/q4 (8- or 4-bit blocks, "
+                    "batch-invariant, need an int8 dot-product CPU), none (float32); "
+                    f"default {DEFAULT_SCHEME}, or int8 with --calibrate")
     ex.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                     help=f"weights per scale for q8/q4: 16, 32, 64, 128 or 256 (default {DEFAULT_BLOCK_SIZE})")
     ex.add_argument("--calibrate", metavar="FILE", help="static INT8 (QDQ) calibrated on these English lines")

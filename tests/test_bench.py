@@ -14,12 +14,12 @@ def test_bench_smoke_writes_report(tmp_path):
     result = run_cli("bench", "--smoke", "--work", str(tmp_path / "work"), "--out", str(out))
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads((out / "benchmarks.json").read_text())
-    ours = {"ours-q8", "ours-q4", "ours-int8"}
+    ours = {"ours-int8r", "ours-q8", "ours-q4", "ours-int8"}
     assert set(data["batch1_tok_s"]) == ours | {"ours-fp32", "torch", "ct2-int8"}
     assert all(v > 0 for v in data["batch1_tok_s"].values())
     assert set(data["batched_tok_s"]) == ours | {"ct2-int8"}
     assert set(data["peak_rss_mb"]) == ours and min(data["peak_rss_mb"].values()) > 10
-    assert data["cold_start_s"]["median"] > 0 and data["latency_ms"]["bundle"] == "ours-q8"
+    assert data["cold_start_s"]["median"] > 0 and data["latency_ms"]["bundle"] == "ours-int8r"
     assert set(data["sizes_mb"]) == ours | {"ours-fp32", "ct2-int8"} and data["options"]["block_size"] == "64"
     steps = {k: v["bytes_per_step_mb"] for k, v in data["bandwidth"]["per_bundle"].items()}
     assert set(steps) == ours | {"ours-fp32"} and all(v > 0 for v in steps.values())

@@ -67,14 +67,6 @@ def test_four_bit_codes_are_packed_low_nibble_first():
     assert q.packed[0, 0, :2].tolist() == [0xF0, 0x98]
 
 
-def test_export_defaults_to_batch_invariant_q8(tmp_path, tiny_hf):
-    out = tmp_path / "default"
-    result = run_cli("export", str(tiny_hf), str(out))
-    assert result.returncode == 0, result.stderr.decode()
-    quantization = load_bundle(out).quantization
-    assert quantization["mode"] == "q8" and quantization["block_size"] == 64 and quantization["accuracy_level"] == 4
-
-
 def test_block_size_is_validated():
     assert QuantizeOptions(mode="q8", block_size=128).bits == 8
     for bad in (0, 48, 512):

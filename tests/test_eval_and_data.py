@@ -86,7 +86,7 @@ def test_schemes_command_measures_every_scheme(tmp_path, tiny_hf):
                      "--block-sizes", "16,32", "--json", str(out))
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads(out.read_text())
-    assert list(data["schemes"]) == ["none", "int8", "q8-b16", "q8-b32", "q4-b16", "q4-b32"]
+    assert list(data["schemes"]) == ["none", "int8", "int8r", "q8-b16", "q8-b32", "q4-b16", "q4-b32"]
     for name, row in data["schemes"].items():
         assert 0 <= row["bleu"] <= 100 and row["size_mb"] > 0 and 0 <= row["batch_dependent"] <= 3
     assert data["choice"] in data["schemes"] and data["sentences"] == 3

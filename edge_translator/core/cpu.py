@@ -148,7 +148,7 @@ def slow_path_warning(quantization: dict, cpu: CpuInfo) -> str | None:
         return None
     needed = " or ".join(INT8_KERNEL_FLAGS[cpu.arch])
     return (f"this {mode} bundle needs an int8 dot-product CPU ({needed}); {cpu.name} has none, so ONNX Runtime "
-            f"falls back to slow float kernels: export with --quantize int8 for this machine")
+            f"falls back to slow float kernels: export with --quantize int8r for this machine")
 
 
 def _version(text: str) -> tuple[int, ...]:

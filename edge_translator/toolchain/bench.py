@@ -51,9 +51,9 @@ class BenchOptions:
     """Translations of the 20-word sentence for p50/p95."""
     cold_runs: int = 5
     """CLI cold starts timed."""
-    engines: tuple[str, ...] = ("ours-q8", "ours-q4", "ours-int8", "ours-fp32", "torch", "ct2-int8")
+    engines: tuple[str, ...] = ("ours-int8r", "ours-q8", "ours-q4", "ours-int8", "ours-fp32", "torch", "ct2-int8")
     """Engines to run (``ours-SCHEME`` for each bundle given, ``torch``, ``ct2-int8``)."""
-    shipped: str = "ours-q8"
+    shipped: str = "ours-int8r"
     """The bundle whose latency, start-up and memory are reported, and the ratios' numerator."""
 
 
@@ -399,7 +399,7 @@ def prose_sentences() -> list[str]:
 
 
 #: Our bundles of the full-shape model: engine name → quantization mode.
-SCHEMES = {"ours-q8": "q8", "ours-q4": "q4", "ours-int8": "dynamic", "ours-fp32": "none"}
+SCHEMES = {"ours-int8r": "rowwise", "ours-q8": "q8", "ours-q4": "q4", "ours-int8": "dynamic", "ours-fp32": "none"}
 
 
 def prepare_models(work: Path, reference: Path | None, threads: int,
@@ -429,16 +429,16 @@ def prepare_models(work: Path, reference: Path | None, threads: int,
 
 
 def smoke_bundles(hf: Path, work: Path, block_size: int) -> dict[str, Path]:
-    """q8 and q4 bundles of the tiny fixture model, for ``bench --smoke`` (reused if present)."""
+    """int8r, q8 and q4 bundles of the tiny fixture model, for ``bench --smoke`` (reused if present)."""
     from .export import ExportOptions, export
     from .quantize import QuantizeOptions
 
     bundles = {}
-    for mode in ("q8", "q4"):
-        out = work / f"tiny-{mode}-b{block_size}"
+    for name, mode in (("int8r", "rowwise"), ("q8", "q8"), ("q4", "q4")):
+        out = work / (f"tiny-{name}" + (f"-b{block_size}" if mode in ("q8", "q4") else ""))
         if not (out / "bundle.json").is_file():
             export(hf, out, ExportOptions(quantize=QuantizeOptions(mode=mode, block_size=block_size), force=True))
-        bundles[f"ours-{mode}"] = out
+        bundles[f"ours-{name}"] = out
     return bundles
 
 
@@ -470,7 +470,7 @@ def _ratio(a: float | None, b: float | None) -> str:
 def render_markdown(result: BenchResult, plot_name: str) -> str:
     """The ``docs/benchmarks.md`` report of one run."""
     m, o, b1 = result.machine, result.options, result.batch1_tok_s
-    shipped = o.get("shipped", "ours-q8")
+    shipped = o.get("shipped", "ours-int8r")
     ct2 = b1.get("ct2-int8")
     per_bundle = result.bandwidth.get("per_bundle", {})
     lines = [
@@ -494,9 +494,10 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "## Model",
         "",
         result.model,
-        "Our engines are one bundle each of that model: `ours-q8` and `ours-q4` block-quantized",
-        f"(`--quantize q8|q4 --block-size {o.get('block_size', '?')}`), `ours-int8` per-channel INT8,",
-        "`ours-fp32` float32. Every engine decodes the same number",
+        "Our engines are one bundle each of that model: `ours-int8r` INT8 with per-row activations",
+        "(`--quantize int8r`, the default), `ours-q8` and `ours-q4` block-quantized",
+        f"(`--quantize q8|q4 --block-size {o.get('block_size', '?')}`), `ours-int8` INT8 with per-call",
+        "activations, `ours-fp32` float32. Every engine decodes the same number",
         f"of tokens (batch 1: {o['source_tokens']} source tokens → {o['new_tokens']} tokens; batched: "
         f"{o['batched_new_tokens']} tokens per sentence), greedy, with {o['threads']} threads.",
         "",

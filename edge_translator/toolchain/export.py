@@ -285,7 +285,7 @@ def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, targ
 
 def _quantize(weights: MarianWeights, quant: QuantizeOptions, fp32_dir: Path, staging: Path,
               fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int, output_ids=None):
-    if quant.mode == "dynamic" or quant.bits is not None:
+    if quant.at_build:
         return write_graphs(weights, quant, staging, output_ids=output_ids)
     from .calibrate import quantize_static_graphs
 

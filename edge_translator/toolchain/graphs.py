@@ -145,6 +145,11 @@ class GraphBuilder:
             scales = self.const(f"{name}.weight_scales", blocks.scales)
             bias_name = None if bias is None else self.const(f"{name}.bias", bias)
             return self.nbits_matmul(x, packed, scales, blocks, bias_name, name)
+        if self.quant.mode == "rowwise" and self.quant.quantizes("MatMul", name):
+            q, scale = quantize_weight(weight, True, axis=1)
+            bias_name = None if bias is None else self.const(f"{name}.bias", bias)
+            return self.row_matmul(x, self.const(f"{name}.weight_q", q),
+                                   self.const(f"{name}.scale_127", scale / np.float32(127)), bias_name, name)
         if self.quant.quantizes("MatMul", name):
             q, scale = quantize_weight(weight, self.quant.per_channel, axis=1)
             inputs = [x, self.const(f"{name}.weight_q", q), self.const(f"{name}.scale", scale), ""]
@@ -156,6 +161,42 @@ class GraphBuilder:
         if bias is None:
             return out
         return self.op("Add", [out, self.const(f"{name}.bias", bias)], name=f"{name}.add")
+
+    def row_quantize(self, x: str) -> tuple[str, str]:
+        """``x`` [..., K] quantized to uint8 with one scale per row: ``(codes, peaks [..., 1])``.
+
+        Symmetric: each row's largest magnitude (its peak) maps to 127 and the zero point is
+        128, so a row's codes depend on that row alone, and the integer product that follows
+        is exact whatever kernel computes it. A row of zeros has a zero peak: its codes are
+        then meaningless but its output, multiplied by the peak, is exactly zero.
+        Quantized once per tensor, however many linear layers read it.
+        """
+        key = f"rowq:{x}"
+        if key not in self._shared:
+            name = f"{x.split(':')[0]}.rowq"
+            peak = self.op("ReduceMax", [self.op("Abs", [x], name=f"{name}.abs")], name=f"{name}.peak",
+                           axes=[-1], keepdims=1)
+            codes = self.op("QuantizeLinear", [self.op("Div", [x, peak], name=f"{name}.div"),
+                                               self.scalar("c.inv127", 1 / 127), self.const("c.zp128", np.uint8(128))],
+                            name=f"{name}.codes")
+            self._shared[key] = (codes, peak)
+        return self._shared[key]
+
+    def row_matmul(self, x: str, weight_q: str, scale: str, bias: str | None, name: str) -> str:
+        """``x @ dequantize(weight_q) (+ bias)`` with activations quantized per row.
+
+        ``weight_q`` is int8 [K, N]; ``scale`` holds one float32 scale per output column,
+        already divided by 127 (the activation codes' unit). The product runs in ONNX
+        Runtime's u8s8 integer GEMM (``MatMulIntegerToFloat``), which multiplies each row by
+        its own activation peak: CTranslate2's int8 scheme, in standard kernels, and
+        batch-invariant because integer sums are exact.
+        """
+        codes, peak = self.row_quantize(x)
+        self.quantized_nodes.append(name)
+        product = self.op("MatMulIntegerToFloat", [codes, weight_q, peak, scale, self.const("c.zp128", np.uint8(128))],
+                          name=name, domain=MS_DOMAIN)
+        # not the node's own bias input: with a per-row A scale, ONNX Runtime scales the bias too
+        return product if bias is None else self.op("Add", [product, bias], name=f"{name}.add")
 
     def nbits_matmul(self, x: str, packed: str, scales: str, blocks: BlockQuantized, bias: str | None,
                      name: str) -> str:
@@ -393,7 +434,7 @@ def _qkv(layer: dict[str, np.ndarray], prefix: str, scaling: float, parts: str) 
 def invariant_attention(quant: QuantizeOptions) -> bool:
     """Whether cross-attention K/V are padded to whole loop steps (:meth:`GraphBuilder.pad_source`):
     with the batch-invariant (block) schemes, where the last bits matter."""
-    return quant.bits is not None
+    return quant.batch_invariant
 
 
 def cross_dims(quant: QuantizeOptions, heads: int, head_dim: int) -> list:
@@ -561,6 +602,9 @@ def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = 
         if g.quant.per_channel:
             scale = select(scale, "lm_head.row_scales")
         q_t = g.op("Transpose", [q], name="lm_head.transpose", perm=[1, 0])
+        if g.quant.mode == "rowwise":
+            scale_127 = g.op("Div", [scale, g.scalar("c.127", 127.0)], name="lm_head.scale_127")
+            return g.row_matmul(h, q_t, scale_127, bias if np.any(full_bias) else None, "lm_head")
         g.quantized_nodes.append("lm_head")
         return g.op("DynamicQuantizeMatMul", [h, q_t, scale, "", bias], name="lm_head", domain=MS_DOMAIN)
     table = select(g.const("embed_tokens.weight" if tied else "lm_head.weight", w.lm_head), "lm_head.rows")
@@ -597,7 +641,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
     """
     import onnx
 
-    build_quant = quant if quant.mode == "dynamic" or quant.bits is not None else QuantizeOptions(mode="none")
+    build_quant = quant if quant.at_build else QuantizeOptions(mode="none")
     shared = SharedWeights(out / weights_file)
     files, quantized = {}, []
     try:

@@ -95,7 +95,9 @@ def write_model_card(bundle_dir: Path, work: Path, name: str) -> Path:
         scheme_text = (f"{quant['mode']}: {quant['weight_bits']}-bit weights in blocks of {quant['block_size']}, "
                        "one scale per block, embedding and output layer sharing one matrix")
     else:
-        scheme_text = {"dynamic": "INT8 (dynamic, per-channel, embedding included)"}.get(quant["mode"], quant["mode"])
+        scheme_text = {"dynamic": "INT8 (dynamic, per-channel, embedding included)",
+                       "rowwise": "int8r: INT8 weights per channel, activations quantized per row "
+                                  "(embedding included)"}.get(quant["mode"], quant["mode"])
     chosen = r["schemes"][r["choice"]]
     text = TEMPLATE.format(
         name=name, parameters=manifest["model"]["parameters"] / 1e6, d_model=options["d_model"],

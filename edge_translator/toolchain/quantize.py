@@ -1,12 +1,17 @@
 """Quantization settings, weight quantization, and the check that quantized really is quantized.
 
-Three weight schemes are applied while the graphs are built (see :mod:`.graphs`):
+Four weight schemes are applied while the graphs are built (see :mod:`.graphs`):
 
 - ``dynamic`` (``--quantize int8``): every linear layer becomes a ``DynamicQuantizeMatMul``
   over an INT8 weight with one scale per output channel, and the token embedding becomes
   one INT8 matrix that serves both the lookup and the tied output projection. Activations
   are quantized with one scale per call, so a sentence's output can depend on the other
   sentences of its batch.
+- ``rowwise`` (``--quantize int8r``): the same INT8 weights, but each row of the
+  activations is quantized with its own scale (a few standard operators before a
+  ``MatMulIntegerToFloat``), as CTranslate2 does. The integer product is exact, so a
+  sentence's output cannot depend on its batch-mates on any CPU, and the u8s8 GEMM keeps
+  INT8's batched speed.
 - ``q8`` and ``q4``: every linear layer, the output layer included, becomes a
   ``MatMulNBits`` over 8- or 4-bit weights quantized in blocks of ``block_size`` along the
   input dimension, one float32 scale per block. With ``accuracy_level=4`` ONNX Runtime
@@ -31,16 +36,17 @@ from ..core.errors import ExportError
 
 logger = logging.getLogger(__name__)
 
-MODES = ("none", "dynamic", "static", "q8", "q4")
+MODES = ("none", "dynamic", "rowwise", "static", "q8", "q4")
 #: Weight bits of the block-quantized modes.
 BLOCK_BITS = {"q8": 8, "q4": 4}
 #: Block sizes MatMulNBits accepts (powers of two, at least 16).
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 DEFAULT_BLOCK_SIZE = 64
 #: ``--quantize`` names → :attr:`QuantizeOptions.mode` (``int8`` is dynamic INT8; static comes from ``--calibrate``).
-SCHEME_MODES = {"int8": "dynamic", "q8": "q8", "q4": "q4", "none": "none"}
-#: What ``edge-translator export`` writes without ``--quantize``: batch-invariant 8-bit blocks.
-DEFAULT_SCHEME = "q8"
+SCHEME_MODES = {"int8": "dynamic", "int8r": "rowwise", "q8": "q8", "q4": "q4", "none": "none"}
+#: What ``edge-translator export`` writes without ``--quantize``: INT8 with per-row activations
+#: (batch-invariant on any CPU).
+DEFAULT_SCHEME = "int8r"
 #: MatMulNBits ``accuracy_level`` 4: activations quantized to int8 per row and block.
 ACCURACY_INT8 = 4
 #: ONNX Runtime releases with MatMulNBits int8-compute kernels for 8-bit weights (the
@@ -57,9 +63,10 @@ EXEMPT_SUFFIXES = (".embed_positions",)
 class QuantizeOptions:
     """How the exported graphs are quantized."""
 
-    mode: str = DEFAULT_SCHEME
-    """``"dynamic"`` (INT8 weights, activations quantized per call), ``"static"`` (QDQ,
-    calibrated), ``"q8"``/``"q4"`` (block-quantized weights, activations per row) or
+    mode: str = SCHEME_MODES[DEFAULT_SCHEME]
+    """``"rowwise"`` (INT8 weights, activations quantized per row), ``"dynamic"`` (INT8
+    weights, activations quantized per call), ``"static"`` (QDQ, calibrated),
+    ``"q8"``/``"q4"`` (block-quantized weights, activations per row and block) or
     ``"none"`` (float32)."""
     block_size: int = DEFAULT_BLOCK_SIZE
     """Weights per scale along the input dimension, for ``q8`` and ``q4``."""
@@ -87,6 +94,8 @@ class QuantizeOptions:
             raise ValueError("static quantization needs a calibration text file")
         if self.block_size not in BLOCK_SIZES:
             raise ValueError(f"block size must be one of {BLOCK_SIZES}, not {self.block_size}")
+        if self.mode == "rowwise" and not self.per_channel:
+            raise ValueError("int8r quantizes weights per channel; it does not go with --no-per-channel")
         if self.accuracy_level not in (0, 1, 2, 3, 4):
             raise ValueError(f"accuracy level must be 0 to 4, not {self.accuracy_level}")
 
@@ -95,10 +104,19 @@ class QuantizeOptions:
         """Weight bits of a block-quantized mode, else ``None``."""
         return BLOCK_BITS.get(self.mode)
 
+    @property
+    def at_build(self) -> bool:
+        """Whether the graphs are quantized as they are built (every mode but static and none)."""
+        return self.mode in ("dynamic", "rowwise") or self.bits is not None
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether activations are quantized per row, so a row's output cannot depend on its batch."""
+        return self.mode == "rowwise" or (self.bits is not None and self.accuracy_level == ACCURACY_INT8)
+
     def quantizes(self, op_type: str, node: str) -> bool:
         """Whether quantization at graph-build time applies to a node of this type and name."""
-        return (self.mode == "dynamic" or self.bits is not None) and op_type in self.op_types \
-            and node not in self.exclude_nodes
+        return self.at_build and op_type in self.op_types and node not in self.exclude_nodes
 
     def as_manifest(self) -> dict:
         """The ``quantization`` block of ``bundle.json``."""
@@ -114,6 +132,17 @@ class QuantizeOptions:
                 "accuracy_level": self.accuracy_level,
                 "activations": "int8, per row and block" if self.accuracy_level == ACCURACY_INT8 else "float",
                 "operators": ["MatMulNBits", "GatherBlockQuantized"],
+                "op_types": list(self.op_types),
+                "exclude_nodes": list(self.exclude_nodes),
+            }
+        if self.mode == "rowwise":
+            return {
+                "mode": self.mode,
+                "weight_type": "int8",
+                "per_channel": True,
+                "symmetric_weights": True,
+                "activations": "uint8 per row, symmetric (zero point 128)",
+                "operators": ["MatMulIntegerToFloat"],
                 "op_types": list(self.op_types),
                 "exclude_nodes": list(self.exclude_nodes),
             }
@@ -165,7 +194,7 @@ def runtime_requirements(options: QuantizeOptions) -> dict | None:
     return {
         "onnxruntime": dict(ORT_FOR_BLOCKS),
         "int8_kernel_cpu_flags": {arch: list(flags) for arch, flags in INT8_KERNEL_FLAGS.items()},
-        "fallback": "int8",
+        "fallback": "int8r",
     }
 
 

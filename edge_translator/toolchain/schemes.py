@@ -41,7 +41,8 @@ class SchemeOptions:
 
 def variants(opts: SchemeOptions) -> dict[str, QuantizeOptions]:
     """Scheme name → quantization, in report order."""
-    out = {"none": QuantizeOptions(mode="none"), "int8": QuantizeOptions(mode="dynamic")}
+    out = {"none": QuantizeOptions(mode="none"), "int8": QuantizeOptions(mode="dynamic"),
+           "int8r": QuantizeOptions(mode="rowwise")}
     for mode in ("q8", "q4"):
         for block in opts.block_sizes:
             out[f"{mode}-b{block}"] = QuantizeOptions(mode=mode, block_size=block)
@@ -108,7 +109,7 @@ def choose(schemes: dict[str, dict], max_bleu_loss: float) -> tuple[str, str]:
     fit = [(row["size_mb"], name) for name, row in schemes.items()
            if name not in ("none", "int8") and row["batch_dependent"] == 0 and base - row["bleu"] <= max_bleu_loss]
     if not fit:
-        return "int8", f"no block scheme is batch-invariant within {max_bleu_loss} BLEU of float32"
+        return "int8", f"no scheme is batch-invariant within {max_bleu_loss} BLEU of float32"
     size, name = min(fit)
     row = schemes[name]
     return name, (f"smallest batch-invariant scheme within {max_bleu_loss} BLEU of float32: "
