@@ -288,3 +288,19 @@ def test_bulk_work_is_delayed_not_starved(parts, interval_ms, progresses):
     done = sum(r is not None for r in bulk._ticket._results)
     assert (done > 0) == progresses, done
     translator.close(cancel=True)
+
+
+def test_stats_count_batches_rows_tokens_and_failures(parts):
+    translator, decoder = make(parts, max_batch_size=4)
+    assert translator.engine.stats().batches == 0
+    results = list(translator.submit(" ".join(english_sentences(6, seed=31))))
+    stats = translator.engine.stats()
+    assert stats.rows_done == 6 and stats.tokens == sum(len(r.ids) for r in results)
+    assert stats.batches == sum(stats.batch_sizes.values()) >= 2 and max(stats.batch_sizes) <= 4
+    assert sum(size * n for size, n in stats.batch_sizes.items()) == 6
+    assert stats.steps == len(decoder.batches) and stats.queued == 0 and stats.decoding == 0
+    decoder.fail_when = lambda feed: True
+    with pytest.raises(TranslationFailed):
+        translator.translate("This one fails.")
+    assert translator.engine.stats().failed_batches == 1
+    translator.close()

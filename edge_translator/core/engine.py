@@ -101,6 +101,28 @@ class Outcome:
     timing: Timing
 
 
+@dataclass(frozen=True)
+class EngineStats:
+    """Counters of an engine since it was created (for monitoring)."""
+
+    queued: int
+    """Rows waiting to start."""
+    decoding: int
+    """Rows in running batches."""
+    batches: int
+    """Batches started."""
+    steps: int
+    """Decoder steps run (all batches)."""
+    rows_done: int
+    """Rows delivered."""
+    tokens: int
+    """Output tokens of the delivered rows."""
+    failed_batches: int
+    """Batches that ONNX Runtime failed on."""
+    batch_sizes: dict[int, int]
+    """Rows a batch started with → how many batches did."""
+
+
 class Ticket:
     """The handle of one submission to the engine: results arrive here as rows finish."""
 
@@ -274,6 +296,8 @@ class Engine:
         self._closing = False
         self._worker: threading.Thread | None = None
         self._crash: BaseException | None = None
+        self._counts = {"batches": 0, "steps": 0, "rows_done": 0, "tokens": 0, "failed_batches": 0}
+        self._batch_sizes: dict[int, int] = {}
 
     # -- public ------------------------------------------------------------------------------
     def submit(self, requests: Sequence[Request], priority: Priority = Priority.INTERACTIVE, *,
@@ -331,6 +355,12 @@ class Engine:
         """Rows waiting to start."""
         with self._cond:
             return self._queued
+
+    def stats(self) -> EngineStats:
+        """A snapshot of the engine's counters."""
+        with self._cond:
+            return EngineStats(queued=self._queued, decoding=sum(len(b) for b in self._active),
+                               batch_sizes=dict(self._batch_sizes), **self._counts)
 
     def close(self, cancel: bool = False, timeout: float | None = None) -> None:
         """Stop taking submissions, finish (or cancel) what is queued, and stop the worker.
@@ -439,6 +469,8 @@ class Engine:
         self._cond.notify_all()  # room in the queue for blocked submitters
         batch = _Batch(self.model, rows, priority, self._min_new_tokens)
         self._active.append(batch)
+        self._counts["batches"] += 1
+        self._batch_sizes[len(rows)] = self._batch_sizes.get(len(rows), 0) + 1
         return batch
 
     def _pick(self) -> _Batch:
@@ -468,7 +500,15 @@ class Engine:
                 ticket._fail(error)
             batch.open.clear()
             finished = []
+            failed = 1
+        else:
+            failed = 0
         now = time.perf_counter()
+        with self._cond:
+            self._counts["steps"] += 1
+            self._counts["failed_batches"] += failed
+            self._counts["rows_done"] += len(finished)
+            self._counts["tokens"] += sum(len(h.ids) for _, h in finished)
         for k, hypothesis in finished:
             row = batch.rows[k]
             row.ticket._deliver(Outcome(row.index, hypothesis,
