@@ -261,6 +261,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the translation daemon (LibreTranslate, DeepL and our own API) until SIGTERM."""
+    from .daemon.server import ServeOptions, serve
+
+    options = ServeOptions(host=args.host, port=args.port, model=args.model, threads=args.threads,
+                           api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
+                           max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
+                           http_threads=args.http_threads, connections=args.connections, cache_size=args.cache)
+    if not args.verbose:
+        logging.getLogger("edge_translator").setLevel(logging.INFO)
+    return serve(options)
+
+
 def cmd_bench_load(args: argparse.Namespace) -> int:
     """Benchmark the engine under load only, and update that section of the report."""
     from .toolchain import bench, loadreport
@@ -413,6 +426,30 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also benchmark the engine under load: concurrent callers, priority, memory (default on; "
                     "--no-load keeps the load section of the report in --out)")
     be.set_defaults(func=cmd_bench)
+
+    sv = sub.add_parser("serve", help="run the offline translation server (LibreTranslate and DeepL APIs; "
+                        "extra 'serve')")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=5000, help="TCP port (default 5000; 0 picks a free one)")
+    sv.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, else the embedded model)")
+    sv.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
+    sv.add_argument("--api-keys", metavar="FILE", help="file of API keys, one per line ('KEY [REQUESTS_PER_MINUTE]'); "
+                    "when given, every request needs one")
+    sv.add_argument("--char-limit", type=int, default=20_000, help="most characters per request (0: no limit; "
+                    "default 20000)")
+    sv.add_argument("--batch-limit", type=int, default=64, help="most texts per request (default 64)")
+    sv.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+                    help="largest request body (default 1 MiB; larger gets 413)")
+    sv.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                    help="most seconds a translation may take, and an idle or slow client may stay connected "
+                    "(default 60)")
+    sv.add_argument("--req-limit", type=int, default=0, metavar="N",
+                    help="requests per minute per API key (or per address without keys); 0: no limit (default)")
+    sv.add_argument("--http-threads", type=int, default=32, help="requests answered at once (default 32)")
+    sv.add_argument("--connections", type=int, default=100, help="most open connections (default 100)")
+    sv.add_argument("--cache", type=int, default=4096, metavar="SENTENCES",
+                    help="translations kept in memory for repeated sentences (default 4096; 0: off)")
+    sv.set_defaults(func=cmd_serve)
 
     bl = sub.add_parser("bench-load", help="benchmark the engine under load only and update that section of "
                         "benchmarks.md and .json (extra 'bench')")

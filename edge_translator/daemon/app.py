@@ -1,0 +1,212 @@
+"""The daemon's WSGI application: routing, keys and rate limits, errors, metrics.
+
+Any WSGI server can run it; :mod:`.server` runs it under waitress. Handlers live with
+their API (:mod:`.libre`, :mod:`.deepl`, :mod:`.native`); this module gives them a parsed
+:class:`Request` and turns what they return or raise into an HTTP answer. No answer ever
+carries a traceback: an unexpected error is logged and answered with a 500 and one line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+from ..core.translator import Translator
+from .languages import Targets
+from .limits import Access
+from .params import HTTPError, Params, parse
+from .service import Limits, Service
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AppOptions:
+    """What the application needs beyond the translator."""
+
+    limits: Limits = field(default_factory=Limits)
+    """Characters and texts per request, and the translation deadline."""
+    max_body: int = 1 << 20
+    """Largest request body in bytes (413 above)."""
+    api_keys: dict[str, int] | None = None
+    """``{key: requests per minute}``; ``None`` lets every client in."""
+    req_limit: int = 0
+    """Requests per minute per client address when there are no keys (0: unlimited)."""
+
+
+@dataclass
+class Request:
+    """One HTTP request, as the handlers see it."""
+
+    environ: dict
+    method: str
+    path: str
+    max_body: int
+    _params: Params | None = None
+
+    @property
+    def params(self) -> Params:
+        """Query string and body fields (parsed on first use)."""
+        if self._params is None:
+            self._params = parse(self.environ, self.max_body)
+        return self._params
+
+    @property
+    def address(self) -> str:
+        return self.environ.get("REMOTE_ADDR", "?")
+
+    def header(self, name: str) -> str:
+        return self.environ.get("HTTP_" + name.upper().replace("-", "_"), "")
+
+    def gone(self) -> bool:
+        """Whether the client has disconnected (waitress tells, with request lookahead on)."""
+        probe = self.environ.get("waitress.client_disconnected")
+        return bool(probe and probe())
+
+
+@dataclass
+class Response:
+    """What a handler returns."""
+
+    body: bytes | Iterable[bytes]
+    status: int = 200
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def json_response(value, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    return Response(json.dumps(value, ensure_ascii=False).encode("utf-8"), status, "application/json", headers)
+
+
+Handler = Callable[["App", Request], Response]
+
+
+class App:
+    """The WSGI application over one translator."""
+
+    def __init__(self, translator: Translator, options: AppOptions | None = None, metrics=None):
+        """Args:
+            translator: The loaded model; its engine is shared by every request.
+            options: Limits, keys, body size.
+            metrics: A :class:`~.metrics.Metrics`, or ``None`` to build one (needs
+                ``prometheus_client``).
+        """
+        from . import deepl, libre, native
+
+        self.translator = translator
+        self.options = options or AppOptions()
+        self.service = Service(translator, self.options.limits)
+        self.access = Access(self.options.api_keys, self.options.req_limit)
+        self.targets = Targets(tuple(translator.bundle.targets), translator.bundle.default_target)
+        if metrics is None:
+            from .metrics import Metrics
+
+            metrics = Metrics(translator.engine)
+        self.metrics = metrics
+        self.service.on_sentence = self._count
+        self.draining = False
+        self.started = time.time()
+        self.routes: dict[tuple[str, str], tuple[Handler, str]] = {}
+        for module, style in ((libre, "libre"), (deepl, "deepl"), (native, "native")):
+            for (method, path), handler in module.ROUTES.items():
+                self.routes[(method, path)] = (handler, style)
+
+    # -- WSGI --------------------------------------------------------------------------------
+    def __call__(self, environ: dict, start_response):
+        started = time.perf_counter()
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        path = environ.get("PATH_INFO", "/") or "/"
+        if len(path) > 1:
+            path = path.rstrip("/")
+        route = self.routes.get((method, path)) or (self.routes.get(("GET", path)) if method == "HEAD" else None)
+        style = route[1] if route else ("deepl" if path.startswith("/v2/") else "libre")
+        self.service.enter()
+        try:
+            response = self._dispatch(route, Request(environ, method, path, self.options.max_body), path)
+        except HTTPError as exc:
+            response = self._error(exc, style)
+        except Exception:  # noqa: BLE001 - answer with one line, log the details
+            logger.exception("unexpected error answering %s %s", method, path)
+            response = self._error(HTTPError(500, "internal error; see the server log"), style)
+        if isinstance(response.body, bytes | bytearray):
+            self.service.leave()
+            self._observe(route, path, response.status, started)
+            body: Iterable[bytes] = [] if method == "HEAD" else [bytes(response.body)]
+            length = (("Content-Length", str(len(response.body))),)
+        else:
+            body = _Streamed(response.body, lambda: (self.service.leave(),
+                                                     self._observe(route, path, response.status, started)))
+            length = ()
+        start_response(_status_line(response.status), [("Content-Type", response.content_type), *length,
+                                                       *response.headers])
+        return body
+
+    def _dispatch(self, route, request: Request, path: str) -> Response:
+        if route is None:
+            if any(p == path for _, p in self.routes):
+                raise HTTPError(405, f"method {request.method} is not allowed on {path}")
+            raise HTTPError(404, f"no such endpoint: {path}")
+        if self.draining and path not in ("/health", "/metrics"):
+            raise HTTPError(503, "the server is shutting down", (("Retry-After", "5"),))
+        handler, _ = route
+        return handler(self, request)
+
+    def _error(self, exc: HTTPError, style: str) -> Response:
+        key = "message" if style == "deepl" else "error"
+        return json_response({key: exc.message}, exc.status, exc.headers)
+
+    def _observe(self, route, path: str, status: int, started: float) -> None:
+        name = path if route is not None else "other"
+        self.metrics.observe(name, status, time.perf_counter() - started)
+
+    # -- helpers for the handlers -------------------------------------------------------------
+    def admit(self, request: Request, key: str | None) -> str:
+        """Check the API key and the rate limit (403, 429)."""
+        return self.access.admit(key, request.address)
+
+    def _count(self, result) -> None:
+        self.metrics.sentences.inc()
+        self.metrics.tokens.inc(len(result.ids))
+        self.metrics.characters.inc(len(result.source))
+
+    def close(self) -> None:
+        self.service.close()
+
+
+class _Streamed:
+    """A streamed body that runs ``done`` once, when the server closes it (finished or not)."""
+
+    def __init__(self, chunks: Iterable[bytes], done: Callable[[], object]):
+        self._chunks = iter(chunks)
+        self._done = done
+        self._closed = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            close = getattr(self._chunks, "close", None)
+            if close:
+                close()
+        finally:
+            self._done()
+
+
+def _status_line(status: int) -> str:
+    if status == 499:
+        return "499 Client Closed Request"
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Error"

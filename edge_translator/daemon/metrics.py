@@ -1,0 +1,70 @@
+"""``GET /metrics``: the daemon's counters in the Prometheus text format (``prometheus_client``).
+
+Requests by route and status, latency histograms per route, sentences and tokens
+translated, the engine's batch sizes and queue depth (read from its public
+:meth:`~edge_translator.core.engine.Engine.stats` at scrape time), and the process's
+resident memory. Each :class:`Metrics` has its own registry, so several daemons (tests)
+can live in one process.
+"""
+
+from __future__ import annotations
+
+from ..core.engine import Engine
+
+#: Latency buckets (seconds): a cached sentence answers in a millisecond, a page in seconds.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    """The daemon's Prometheus registry."""
+
+    def __init__(self, engine: Engine):
+        from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("edge_translator_requests", "HTTP requests answered, by route and status",
+                                ["route", "status"], registry=self.registry)
+        self.latency = Histogram("edge_translator_request_seconds", "Time to answer a request, by route",
+                                 ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.sentences = Counter("edge_translator_sentences", "Sentences translated (cache hits included)",
+                                 registry=self.registry)
+        self.tokens = Counter("edge_translator_output_tokens", "Output tokens produced", registry=self.registry)
+        self.characters = Counter("edge_translator_characters", "Characters of source text translated",
+                                  registry=self.registry)
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes and friends
+        self.registry.register(_EngineCollector(engine))
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        """Count one answered request."""
+        self.requests.labels(route, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def render(self) -> tuple[str, bytes]:
+        """``(content type, body)`` of a scrape."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+
+class _EngineCollector:
+    """The engine's own counters, read when Prometheus scrapes."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        stats = self.engine.stats()
+        yield GaugeMetricFamily("edge_translator_queue_depth", "Sentences waiting to start", value=stats.queued)
+        yield GaugeMetricFamily("edge_translator_decoding_rows", "Sentences decoding now", value=stats.decoding)
+        yield CounterMetricFamily("edge_translator_decoder_steps", "Decoder steps run", value=stats.steps)
+        buckets, total, count = [], 0, 0
+        for edge in (1, 2, 4, 8, 16, 32, 64, 128):
+            count = sum(n for size, n in stats.batch_sizes.items() if size <= edge)
+            buckets.append((str(edge), count))
+        count = sum(stats.batch_sizes.values())
+        total = sum(size * n for size, n in stats.batch_sizes.items())
+        buckets.append(("+Inf", count))
+        yield HistogramMetricFamily("edge_translator_batch_size", "Sentences in each batch when it started",
+                                    buckets=buckets, sum_value=total)

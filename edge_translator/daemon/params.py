@@ -1,0 +1,180 @@
+"""Request parameters as real clients send them: query string, JSON, urlencoded or multipart forms.
+
+Every reader returns ``{name: [values]}``: a form may repeat a field (``q=a&q=b``), and a
+JSON array becomes the list itself, so the API modules ask for "one string" or "one or more
+strings" and get the same answer whatever the client's encoding.
+"""
+
+from __future__ import annotations
+
+import json
+from email.parser import BytesParser
+from email.policy import HTTP
+from urllib.parse import parse_qs
+
+JSON_TYPES = ("application/json", "text/json")
+FORM_TYPE = "application/x-www-form-urlencoded"
+MULTIPART_TYPE = "multipart/form-data"
+
+
+class Params(dict):
+    """``{name: [values]}``, remembering which names came as a JSON array."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.arrays: set[str] = set()
+
+    def merge(self, other: Params) -> None:
+        """Take ``other``'s fields (they win on a clash) and its arrays."""
+        self.update(other)
+        self.arrays = (self.arrays - set(other)) | other.arrays
+
+
+class HTTPError(Exception):
+    """An answer other than 200: the status, a one-line message, and extra headers."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+def read_body(environ: dict, max_body: int) -> bytes:
+    """The request body, refused with 413 when it is (or claims to be) over ``max_body`` bytes."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise HTTPError(400, "Content-Length is not a number") from None
+    if length > max_body:
+        raise HTTPError(413, f"request body of {length} bytes is over the limit of {max_body} bytes")
+    if length <= 0:
+        return b""
+    body = environ["wsgi.input"].read(length)
+    if len(body) < length:
+        raise HTTPError(400, f"request body ended after {len(body)} of {length} bytes")
+    return body
+
+
+def parse(environ: dict, max_body: int) -> Params:
+    """All parameters of a request: the query string, then the body's (which win on a clash).
+
+    Raises:
+        HTTPError: 400 for malformed JSON, form data or text that is not UTF-8; 413 for
+            a body over ``max_body``; 415 for a body of another type.
+    """
+    params = Params()
+    query = environ.get("QUERY_STRING", "")
+    if query:
+        params.merge(_form(query.encode("latin-1"), "query string"))
+    body = read_body(environ, max_body)
+    if not body.strip():
+        return params
+    content_type = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+    if content_type in JSON_TYPES or (not content_type and body.lstrip()[:1] in (b"{", b"[")):
+        params.merge(_json(body))
+    elif content_type == MULTIPART_TYPE:
+        params.merge(_multipart(body, environ.get("CONTENT_TYPE", "")))
+    elif content_type in (FORM_TYPE, ""):
+        params.merge(_form(body, "form body"))
+    else:
+        raise HTTPError(415, f"cannot read a {content_type} body; send JSON ({JSON_TYPES[0]}) or a form "
+                             f"({FORM_TYPE} or {MULTIPART_TYPE})")
+    return params
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPError(400, f"the {where} is not valid UTF-8 (byte {exc.start}); send UTF-8 text") from None
+
+
+def _json(body: bytes) -> Params:
+    try:
+        value = json.loads(_decode(body, "JSON body"))
+    except json.JSONDecodeError as exc:
+        raise HTTPError(400, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise HTTPError(400, f"the JSON body must be an object, not {type(value).__name__}")
+    params = Params({key: (item if isinstance(item, list) else [item]) for key, item in value.items()})
+    params.arrays = {key for key, item in value.items() if isinstance(item, list)}
+    return params
+
+
+def _form(data: bytes, where: str) -> Params:
+    text = _decode(data, where)
+    try:
+        return Params(parse_qs(text, keep_blank_values=True, errors="strict", max_num_fields=10_000))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPError(400, f"malformed {where}: {exc}") from None
+
+
+def _multipart(body: bytes, content_type: str) -> Params:
+    if "boundary=" not in content_type:
+        raise HTTPError(400, "multipart/form-data without a boundary")
+    message = BytesParser(policy=HTTP).parsebytes(b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n"
+                                                  + body)
+    if not message.is_multipart():
+        raise HTTPError(400, "malformed multipart/form-data body")
+    params = Params()
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not name:
+            continue
+        if part.get_filename() is not None:
+            raise HTTPError(400, f"field {name!r} is a file upload; send the text itself")
+        payload = part.get_payload(decode=True) or b""
+        params.setdefault(str(name), []).append(_decode(payload, f"form field {name!r}"))
+    return params
+
+
+def strings(params: Params, *names: str) -> tuple[list[str], bool]:
+    """One or more strings under the first of ``names`` present: ``(values, as_list)``.
+
+    ``as_list`` is true for a JSON array or a repeated form field, so the answer can mirror
+    the request's shape.
+
+    Raises:
+        HTTPError: 400 if the field is missing, an empty list, or holds a non-string.
+    """
+    name = next((n for n in names if n in params), None)
+    if name is None:
+        raise HTTPError(400, f"missing field {names[0]!r}")
+    values = params[name]
+    if not values:
+        raise HTTPError(400, f"field {name!r} is an empty list")
+    for value in values:
+        if not isinstance(value, str):
+            raise HTTPError(400, f"field {name!r} must hold strings, not {type(value).__name__}")
+    return list(values), name in params.arrays or len(values) > 1
+
+
+def one(params: Params, name: str, default: str | None = None, kind: type = str):
+    """A single value: the last one given (forms may repeat fields), checked against ``kind``.
+
+    Raises:
+        HTTPError: 400 if the value has the wrong type (or is missing and has no default).
+    """
+    values = params.get(name)
+    if not values:
+        if default is None and kind is str:
+            raise HTTPError(400, f"missing field {name!r}")
+        return default
+    value = values[-1]
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+            return value.lower() in ("1", "true", "yes", "on")
+        raise HTTPError(400, f"field {name!r} must be true or false, not {value!r}")
+    if kind is int:
+        if isinstance(value, bool):
+            raise HTTPError(400, f"field {name!r} must be an integer, not {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise HTTPError(400, f"field {name!r} must be an integer, not {value!r}") from None
+    if not isinstance(value, str):
+        raise HTTPError(400, f"field {name!r} must be a string, not {type(value).__name__}")
+    return value

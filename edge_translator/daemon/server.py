@@ -1,0 +1,208 @@
+"""``edge-translator serve``: the daemon's process, under the waitress WSGI server.
+
+Why waitress: it is pure Python with no dependencies (about 400 KB, nothing for
+PyInstaller to get wrong), imports in about 30 ms, serves from a bounded pool of threads
+(each request's thread waits on the shared engine, which is what batches them), and it
+has what ``http.server`` lacks: a cap on open connections, a timeout that closes idle or
+slow clients, a body size limit, and a way to tell that a client went away
+(``channel_request_lookahead``), which cancels that client's work.
+
+The process loads the model, translates one sentence to warm the sessions, prints the
+address it listens on, and serves until SIGTERM or SIGINT. Then it stops accepting,
+answers the requests in flight (up to ``drain_timeout`` seconds), and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+from ..core.errors import InputError
+from .app import App, AppOptions
+from .limits import read_keys
+from .service import Limits
+
+logger = logging.getLogger(__name__)
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: waitress refuses bodies over this many times ``max_body`` itself (a plain-text 413); below
+#: that the application answers a JSON 413 without reading the body.
+BODY_SLACK = 4
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the daemon listens and what it allows."""
+
+    host: str = "127.0.0.1"
+    """Address to bind; the default only answers this machine."""
+    port: int = 5000
+    """TCP port (LibreTranslate's); 0 picks a free one."""
+    model: str | None = None
+    """Bundle directory; ``None`` uses the usual lookup (``EDGE_TRANSLATOR_MODEL``, the embedded model)."""
+    threads: int | None = None
+    """ONNX Runtime threads (physical cores by default)."""
+    api_keys: str | None = None
+    """Key file; when given, every request needs a key from it."""
+    char_limit: int = 20_000
+    """Most characters per request (0: unlimited)."""
+    batch_limit: int = 64
+    """Most texts per request."""
+    max_body: int = 1 << 20
+    """Largest request body in bytes."""
+    timeout: float = 60.0
+    """Seconds a translation may take, and an idle or slow client may stay connected."""
+    req_limit: int = 0
+    """Requests per minute per key (or per address without keys); 0: unlimited."""
+    http_threads: int = 32
+    """Requests answered at once (waiting requests hold a thread each)."""
+    connections: int = 100
+    """Most open connections; more wait in the listen backlog."""
+    drain_timeout: float = 30.0
+    """Seconds to finish requests in flight after SIGTERM."""
+    cache_size: int = 4096
+    """Sentences kept in the in-memory translation cache (0: no cache)."""
+
+    def __post_init__(self) -> None:
+        for name in ("char_limit", "req_limit", "cache_size"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        for name in ("batch_limit", "max_body", "http_threads", "connections"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be between 0 and 65535, not {self.port}")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be positive")
+
+
+def build_app(options: ServeOptions, translator) -> App:
+    """The WSGI application for these options over a loaded translator."""
+    keys = read_keys(options.api_keys, options.req_limit) if options.api_keys else None
+    limits = Limits(char_limit=options.char_limit, batch_limit=options.batch_limit, timeout=options.timeout)
+    return App(translator, AppOptions(limits=limits, max_body=options.max_body, api_keys=keys,
+                                      req_limit=options.req_limit))
+
+
+class Daemon:
+    """The application under a waitress server: start it, :meth:`run` it, :meth:`stop` it from anywhere."""
+
+    def __init__(self, options: ServeOptions, translator):
+        """Bind the socket (not yet serving).
+
+        Raises:
+            InputError: If the key file is unusable or the address cannot be bound.
+        """
+        import waitress
+
+        # waitress counts its listening socket and its wake-up pipe among the connections
+        self.options = options
+        self.app = build_app(options, translator)
+        try:
+            self.server = waitress.create_server(
+                self.app, host=options.host, port=options.port, threads=options.http_threads,
+                connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
+                cleanup_interval=int(max(1, min(30, options.timeout / 2))),
+                max_request_body_size=BODY_SLACK * options.max_body, channel_request_lookahead=1, ident="edge-translator",
+                clear_untrusted_proxy_headers=True, asyncore_loop_timeout=0.2)
+        except OSError as exc:
+            self.app.close()
+            raise InputError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}; "
+                             "choose another --port or --host") from None
+        self._stop_at: float | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` it listens on (the port chosen when 0 was asked)."""
+        return self.server.effective_host, self.server.effective_port
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{_url_host(host)}:{port}"
+
+    def stop(self) -> None:
+        """Stop accepting and finish the requests in flight (safe from any thread or a signal handler)."""
+        if self._stop_at is None:
+            self._stop_at = time.monotonic()
+
+    def run(self) -> None:
+        """Serve until :meth:`stop`, then until the requests in flight are answered (or
+        ``drain_timeout`` passes); closes every connection on the way out."""
+        server, app, adj = self.server, self.app, self.server.adj
+        while True:
+            server.asyncore.loop(timeout=adj.asyncore_loop_timeout, map=server._map,
+                                 use_poll=adj.asyncore_use_poll, count=1)
+            if self._stop_at is None:
+                continue
+            if server.accepting:  # first pass after stop(): no new connections
+                app.draining = True
+                server.accepting = False
+                server.del_channel()
+                server.socket.close()
+            channels = [c for c in list(server._map.values()) if hasattr(c, "total_outbufs_len")]
+            flushed = all(not c.requests and not c.total_outbufs_len for c in channels)
+            overdue = time.monotonic() - self._stop_at > self.options.drain_timeout
+            if (app.service.in_flight == 0 and flushed) or overdue:
+                break
+        if app.service.in_flight:
+            logger.warning("%d request(s) still in flight after %.0f s; stopping anyway", app.service.in_flight,
+                           self.options.drain_timeout)
+        server.task_dispatcher.shutdown(timeout=1)
+        for channel in list(server._map.values()):
+            channel.close()
+        app.close()
+
+
+def serve(options: ServeOptions) -> int:
+    """Load the model, serve until SIGTERM/SIGINT, drain, and return the exit code (0).
+
+    Raises:
+        BundleError: If the model cannot be loaded.
+        InputError: If the key file is unusable or the address cannot be bound.
+        MissingDependencyError: Without the ``serve`` extra.
+    """
+    from ..core.cache import LRUCache
+    from ..core.errors import require
+    from ..core.translator import Translator
+
+    require("waitress", "serve")
+    require("prometheus_client", "serve")
+    if options.api_keys:
+        read_keys(options.api_keys, options.req_limit)  # a bad key file fails before the model loads
+    started = time.perf_counter()
+    cache = LRUCache(options.cache_size) if options.cache_size else None
+    translator = Translator.load(options.model, options.threads, cache=cache)
+    try:
+        translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait
+        daemon = Daemon(options, translator)
+        host, port = daemon.address
+        if options.host not in LOCAL_HOSTS and not options.api_keys:
+            logger.warning("listening on %s without API keys: anyone who can reach port %d can use this "
+                           "server; pass --api-keys FILE", options.host, port)
+        b = translator.bundle
+        logger.info("model %s (%s) loaded and warmed in %.1f s", b.name, b.quantization.get("mode"),
+                    time.perf_counter() - started)
+        print(f"edge-translator serving {b.name} on {daemon.url}", file=sys.stderr, flush=True)
+
+        def on_signal(signum, frame) -> None:
+            logger.info("%s: no new connections; finishing the requests in flight", signal.Signals(signum).name)
+            daemon.stop()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            daemon.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    finally:
+        translator.close(cancel=True)
+    logger.info("stopped")
+    return 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

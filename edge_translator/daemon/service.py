@@ -1,0 +1,246 @@
+"""What every HTTP API of the daemon does with text: submit it to the engine, watch it, collect it.
+
+All three APIs (LibreTranslate, DeepL, our own) come here, so limits, deadlines, client
+disconnects, a full queue and HTML are handled once. Each request's texts go to the one
+shared :class:`~edge_translator.core.translator.Translator` with interactive priority, so
+concurrent requests share batches. A single watchdog thread cancels the submissions of
+requests that pass their deadline or whose client went away.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..core.engine import Priority
+from ..core.errors import Busy, EngineClosed, InputError, TranslationFailed
+from ..core.markup import translate_html
+from ..core.translator import SentenceResult, Submission, TranslateOptions, Translator, join_results
+from .params import HTTPError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a client is told to wait when the queue is full.
+RETRY_AFTER_BUSY = 2
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for."""
+
+    char_limit: int = 20_000
+    """Most characters of text in one request (all items together); 0 means unlimited."""
+    batch_limit: int = 64
+    """Most texts in one request."""
+    timeout: float = 60.0
+    """Most seconds a request's translation may take before it is cancelled (503)."""
+
+
+class Watchdog:
+    """One thread that cancels submissions past their deadline or of disconnected clients."""
+
+    def __init__(self, interval: float = 0.05):
+        self._interval = interval
+        self._watched: dict[int, tuple[list[Submission], float, Callable[[], bool] | None, list[str]]] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._ids = iter(range(1 << 62))
+
+    def watch(self, submissions: list[Submission], deadline: float,
+              gone: Callable[[], bool] | None) -> tuple[int, list[str]]:
+        """Start watching; returns a handle for :meth:`release` and a list that gets the reason
+        (``"timeout"`` or ``"disconnected"``) if the submissions are cancelled."""
+        reason: list[str] = []
+        with self._lock:
+            handle = next(self._ids)
+            self._watched[handle] = (submissions, deadline, gone, reason)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="edge-translator-watchdog", daemon=True)
+                self._thread.start()
+        return handle, reason
+
+    def release(self, handle: int) -> None:
+        """Stop watching (the request is answered)."""
+        with self._lock:
+            self._watched.pop(handle, None)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            now = time.monotonic()
+            with self._lock:
+                entries = list(self._watched.items())
+            for handle, (submissions, deadline, gone, reason) in entries:
+                why = "timeout" if now > deadline else None
+                if why is None and gone is not None:
+                    try:
+                        why = "disconnected" if gone() else None
+                    except Exception:  # noqa: BLE001 - a broken probe must not stop the watchdog
+                        why = None
+                if why is None:
+                    continue
+                reason.append(why)
+                for submission in submissions:
+                    submission.cancel()
+                self.release(handle)
+
+
+class Service:
+    """Translation for the HTTP APIs: checks limits, submits, watches, collects."""
+
+    def __init__(self, translator: Translator, limits: Limits | None = None):
+        self.translator = translator
+        self.limits = limits or Limits()
+        self.watchdog = Watchdog()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._idle = threading.Condition(self._lock)
+        self.characters = 0
+        """Characters translated since start (DeepL's usage counter)."""
+        self.on_sentence: Callable[[SentenceResult], object] | None = None
+        """Called with every sentence delivered (metrics)."""
+
+    # -- limits ---------------------------------------------------------------------------
+    def check(self, texts: list[str]) -> int:
+        """Refuse a request over the item or character limit; return its character count.
+
+        Raises:
+            HTTPError: 400 stating the limit.
+        """
+        if len(texts) > self.limits.batch_limit:
+            raise HTTPError(400, f"too many texts: {len(texts)} in one request; the limit is "
+                                 f"{self.limits.batch_limit}")
+        chars = sum(len(t) for t in texts)
+        if self.limits.char_limit and chars > self.limits.char_limit:
+            raise HTTPError(400, f"request of {chars} characters exceeds the limit of {self.limits.char_limit} "
+                                 "characters; split the text into smaller requests")
+        return chars
+
+    # -- in-flight accounting (for a graceful stop) ---------------------------------------
+    def enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now."""
+        with self._lock:
+            return self._in_flight
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no request is in flight; ``False`` if ``timeout`` passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    # -- translation ----------------------------------------------------------------------
+    def submit(self, texts: list[str], target: str, order: str = "input") -> list[Submission]:
+        """Queue every text with interactive priority, without waiting for room.
+
+        Raises:
+            HTTPError: 503 (with ``Retry-After``) when the queue is full or the server stops;
+                400 for text the core refuses.
+        """
+        options = TranslateOptions(target=target)
+        submissions: list[Submission] = []
+        try:
+            for text in texts:
+                submissions.append(self.translator.submit(text, options, priority=Priority.INTERACTIVE,
+                                                          order=order, block=False))
+        except Busy:
+            self._cancel(submissions)
+            raise HTTPError(503, "the translation queue is full; retry shortly",
+                            (("Retry-After", str(RETRY_AFTER_BUSY)),)) from None
+        except EngineClosed:
+            self._cancel(submissions)
+            raise HTTPError(503, "the server is shutting down", (("Retry-After", str(RETRY_AFTER_BUSY)),)) from None
+        except (InputError, ValueError) as exc:
+            self._cancel(submissions)
+            raise HTTPError(400, str(exc)) from None
+        return submissions
+
+    def translate(self, texts: list[str], target: str, html: bool = False,
+                  gone: Callable[[], bool] | None = None) -> list[str]:
+        """Translate each text (plain, or HTML whose markup is kept); one string per text.
+
+        Args:
+            texts: The texts of one request.
+            target: A bundle target name.
+            html: Treat each text as HTML: only its text nodes and alt/title attributes change.
+            gone: Returns true once the client has disconnected (its work is then cancelled).
+
+        Raises:
+            HTTPError: 503 on timeout or a full queue, 500 when the runtime fails, 400 for bad text.
+        """
+        if html:
+            out = []
+            for text in texts:
+                out.append(translate_html(text, lambda pieces: self.translate(pieces, target, gone=gone)))
+            return out
+        submissions = self.submit(texts, target)
+        results = self._collect(submissions, gone)
+        self.characters += sum(len(t) for t in texts)
+        return [join_results(sentences) for sentences in results]
+
+    def stream(self, texts: list[str], target: str, gone: Callable[[], bool] | None = None
+               ) -> Iterator[tuple[int, SentenceResult]]:
+        """Yield ``(text index, sentence)`` as each sentence is done, text by text in input order.
+
+        Closing the generator cancels what is left.
+        """
+        submissions = self.submit(texts, target)
+        handle, reason = self.watchdog.watch(submissions, time.monotonic() + self.limits.timeout, gone)
+        try:
+            for k, submission in enumerate(submissions):
+                for result in submission:
+                    self._seen(result)
+                    yield k, result
+                if submission.cancelled:
+                    raise self._stopped(reason)
+            self.characters += sum(len(t) for t in texts)
+        except TranslationFailed as exc:
+            raise HTTPError(500, f"translation failed: {exc}") from None
+        finally:
+            self.watchdog.release(handle)
+            self._cancel(submissions)
+
+    def _collect(self, submissions: list[Submission], gone) -> list[list[SentenceResult]]:
+        handle, reason = self.watchdog.watch(submissions, time.monotonic() + self.limits.timeout, gone)
+        try:
+            results = [[self._seen(r) for r in submission] for submission in submissions]
+        except TranslationFailed as exc:
+            raise HTTPError(500, f"translation failed: {exc}") from None
+        finally:
+            self.watchdog.release(handle)
+        if any(s.cancelled for s in submissions):
+            raise self._stopped(reason)
+        return results
+
+    def _seen(self, result: SentenceResult) -> SentenceResult:
+        if self.on_sentence is not None:
+            self.on_sentence(result)
+        return result
+
+    def _stopped(self, reason: list[str]) -> HTTPError:
+        if reason and reason[0] == "disconnected":
+            return HTTPError(499, "client disconnected")
+        return HTTPError(503, f"the translation took longer than the {self.limits.timeout:g} s limit; retry "
+                              "with less text or later", (("Retry-After", str(RETRY_AFTER_BUSY)),))
+
+    @staticmethod
+    def _cancel(submissions: list[Submission]) -> None:
+        for submission in submissions:
+            submission.cancel()
+
+    def close(self) -> None:
+        self.watchdog.close()

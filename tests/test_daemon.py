@@ -1,0 +1,440 @@
+"""The daemon in-process: every API's shapes, every error, limits, cancel, metrics (waitress on a free port)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from edge_translator.core.bundle import load_bundle
+from edge_translator.core.decode import Seq2Seq
+from edge_translator.core.engine import EngineOptions
+from edge_translator.core.tokenizer import Tokenizer
+from edge_translator.core.translator import Translator
+from edge_translator.toolchain.testmodels import english_sentences
+
+from .conftest import ROOT
+from .test_engine import Recording
+
+pytest.importorskip("waitress")  # the serve extra; CI installs it
+
+from edge_translator.daemon.server import Daemon, ServeOptions  # noqa: E402
+
+DEMO = ROOT / "models" / "tatoeba-en-zh-small"
+
+
+def _parts(path: Path):
+    bundle = load_bundle(path)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                               bundle.pad_id)
+    return bundle, tokenizer, Seq2Seq.load(bundle, threads=1)
+
+
+@pytest.fixture(scope="module")
+def demo_parts():
+    return _parts(DEMO)
+
+
+def _translator(parts, delay=0.0, **engine) -> tuple[Translator, Recording, Recording]:
+    bundle, tokenizer, model = parts
+    encoder, decoder = Recording(model.encoder), Recording(model.decoder, delay)
+    return (Translator(bundle, Seq2Seq(encoder, decoder, bundle), tokenizer, cache=None,
+                       engine=EngineOptions(**engine)), encoder, decoder)
+
+
+class Client:
+    """Plain HTTP calls against a running daemon."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+
+    def call(self, method: str, path: str, body: bytes | str | dict | None = None, content_type: str | None = None,
+             headers: dict | None = None, timeout: float = 30) -> tuple[int, dict, bytes]:
+        if isinstance(body, dict):
+            body, content_type = json.dumps(body).encode(), content_type or "application/json"
+        elif isinstance(body, str):
+            body = body.encode()
+        all_headers = dict(headers or {})
+        if content_type:
+            all_headers["Content-Type"] = content_type
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=all_headers)
+            response = conn.getresponse()
+            return response.status, dict(response.getheaders()), response.read()
+        finally:
+            conn.close()
+
+    def json(self, method: str, path: str, body=None, **kwargs) -> tuple[int, object]:
+        status, _, data = self.call(method, path, body, **kwargs)
+        return status, json.loads(data)
+
+    def form(self, path: str, fields, **kwargs) -> tuple[int, object]:
+        return self.json("POST", path, urlencode(fields, doseq=True), content_type="application/x-www-form-urlencoded",
+                         **kwargs)
+
+
+@contextmanager
+def running(translator: Translator, **options):
+    """A daemon over ``translator`` on a free port, in a thread; stopped (drained) on exit."""
+    options.setdefault("timeout", 30.0)
+    daemon = Daemon(ServeOptions(port=0, http_threads=16, **options), translator)
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    try:
+        yield daemon, Client(*daemon.address)
+    finally:
+        daemon.stop()
+        thread.join(30)
+        translator.close(cancel=True)
+        assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def demo(demo_parts):
+    translator, _, _ = _translator(demo_parts)
+    with running(translator, char_limit=2000, batch_limit=8, max_body=64 * 1024) as (daemon, client):
+        yield daemon, client
+
+
+def _cjk(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+# -- LibreTranslate ---------------------------------------------------------------------------
+def test_libretranslate_accepts_json_form_repeated_and_multipart(demo):
+    _, client = demo
+    status, one = client.json("POST", "/translate", {"q": "Where is the station?", "source": "en", "target": "zh"})
+    assert status == 200 and set(one) == {"translatedText"} and _cjk(one["translatedText"])
+    status, many = client.json("POST", "/translate", {"q": ["Hello.", "I like tea."], "source": "en", "target": "zh"})
+    assert status == 200 and len(many["translatedText"]) == 2 and all(_cjk(t) for t in many["translatedText"])
+    status, form = client.form("/translate", {"q": "Where is the station?", "source": "en", "target": "zh-Hans"})
+    assert status == 200 and form == one
+    status, repeated = client.form("/translate", [("q", "Hello."), ("q", "I like tea."), ("source", "en"),
+                                                   ("target", "zh")])
+    assert status == 200 and repeated == many
+    boundary = "xYzBoundary"
+    multipart = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
+                        for k, v in (("q", "Where is the station?"), ("source", "en"), ("target", "zh")))
+    status, mp = client.json("POST", "/translate", multipart + f"--{boundary}--\r\n",
+                             content_type=f"multipart/form-data; boundary={boundary}")
+    assert status == 200 and mp == one
+
+
+def test_libretranslate_auto_source_and_alternatives(demo):
+    _, client = demo
+    status, body = client.json("POST", "/translate", {"q": "The weather is nice today.", "source": "auto",
+                                                      "target": "zh", "alternatives": 3})
+    assert status == 200 and body["alternatives"] == []
+    assert body["detectedLanguage"]["language"] == "en" and body["detectedLanguage"]["confidence"] >= 90
+    status, body = client.json("POST", "/translate", {"q": ["Good morning.", "See you."], "source": "auto",
+                                                      "target": "zh"})
+    assert status == 200 and [d["language"] for d in body["detectedLanguage"]] == ["en", "en"]
+
+
+def test_html_keeps_the_markup(demo):
+    _, client = demo
+    page = ('<p class="x" title="A greeting">Good morning, <b>friend</b>!</p>\n'
+            '<pre>do not translate</pre><img src="a.png" alt="A red apple"><!-- note -->')
+    status, body = client.json("POST", "/translate", {"q": page, "source": "en", "target": "zh", "format": "html"})
+    out = body["translatedText"]
+    assert status == 200 and out.startswith('<p class="x" title="') and out.count("<b>") == out.count("</b>") == 1
+    assert "<pre>do not translate</pre>" in out and '<img src="a.png" alt="' in out and out.endswith("<!-- note -->")
+    assert "Good morning" not in out and "A red apple" not in out and _cjk(out)
+
+
+def test_languages_settings_and_detect(demo):
+    _, client = demo
+    status, languages = client.json("GET", "/languages")
+    assert status == 200 and languages[0]["code"] == "en" and "zh" in languages[0]["targets"]
+    assert {entry["code"] for entry in languages} >= {"en", "zh", "zh-Hans"}
+    # a GET carrying a form body, as libretranslatepy sends it
+    status, again = client.json("GET", "/languages", "api_key=", content_type="application/x-www-form-urlencoded")
+    assert status == 200 and again == languages
+    status, settings = client.json("GET", "/frontend/settings")
+    assert status == 200 and settings["charLimit"] == 2000 and settings["keyRequired"] is False
+    status, found = client.json("POST", "/detect", {"q": "This is a sentence in English, as you can see."})
+    assert status == 200 and found[0] == {"confidence": 100.0, "language": "en"}
+    status, found = client.json("POST", "/detect", {"q": "今天天气很好，我们去公园散步吧。"})
+    assert status == 200 and found[0]["language"] == "zh" and found[0]["confidence"] > 90
+
+
+@pytest.mark.parametrize("text,low,high", [
+    ("The quick brown fox jumps over the lazy dog, and it was not amused by any of this.", 90, 100),
+    ("Hello world", 60, 100),
+    ("Le chat est sur la table et il dort depuis ce matin.", 55, 75),
+    ("Der Hund schläft im Garten, weil es heute sehr warm ist.", 55, 75),
+    ("我们明天早上八点在火车站见面。", 0, 5),
+    ("Мы встретимся завтра утром на вокзале.", 0, 5),
+    ("12345 67.89 %%% ---", 50, 50),
+])
+def test_english_confidence_classes(text, low, high):
+    from edge_translator.daemon.languages import english_confidence
+
+    assert low <= english_confidence(text) <= high
+
+
+# -- DeepL ---------------------------------------------------------------------------------------
+def test_deepl_translate_json_and_form(demo):
+    _, client = demo
+    auth = {"Authorization": "DeepL-Auth-Key anything:fx"}
+    status, body = client.json("POST", "/v2/translate", {"text": ["Good morning.", "Thank you!"], "target_lang": "ZH"},
+                               headers=auth)
+    assert status == 200 and len(body["translations"]) == 2
+    first = body["translations"][0]
+    assert first["detected_source_language"] == "EN" and first["billed_characters"] == len("Good morning.")
+    assert _cjk(first["text"])
+    status, form = client.form("/v2/translate", [("text", "Good morning."), ("text", "Thank you!"),
+                                                 ("target_lang", "ZH-HANS"), ("source_lang", "EN")], headers=auth)
+    assert status == 200 and form == body
+    status, usage = client.json("GET", "/v2/usage", headers=auth)
+    assert status == 200 and usage["character_count"] >= 23 and usage["character_limit"] > usage["character_count"]
+    status, source = client.json("GET", "/v2/languages?type=source", headers=auth)
+    assert status == 200 and source == [{"language": "EN", "name": "English"}]
+    status, target = client.json("GET", "/v2/languages?type=target", headers=auth)
+    assert status == 200 and {t["language"] for t in target} == {"ZH", "ZH-HANS"}
+
+
+# -- our own API -------------------------------------------------------------------------------
+def test_v1_translate_returns_sentences_with_spans_and_scores(demo):
+    _, client = demo
+    text = "It rains today.  We stay at home.\n\nThe cat sleeps."
+    status, body = client.json("POST", "/v1/translate", {"text": text})
+    assert status == 200 and body["target"] == "zh-Hans"
+    sentences = body["translations"]["sentences"]
+    assert [s["source"] for s in sentences] == ["It rains today.", "We stay at home.", "The cat sleeps."]
+    for s in sentences:
+        start, end = s["span"]
+        assert text[start:end] == s["source"] and s["stop"] == "eos" and -10 < s["score"] <= 0 and s["ids"]
+    assert "\n\n" in body["translations"]["text"]
+
+
+def test_v1_stream_sends_each_sentence_as_it_is_done(demo_parts):
+    translator, _, _ = _translator(demo_parts, delay=0.01, max_batch_size=1)
+    with running(translator) as (_, client):
+        text = " ".join(english_sentences(6, seed=21))
+        conn = http.client.HTTPConnection(client.host, client.port, timeout=30)
+        conn.request("POST", "/v1/translate", json.dumps({"text": [text, "Hello."], "stream": True}),
+                     {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("Content-Type") == "application/x-ndjson"
+        lines, stamps = [], []
+        while line := response.readline():
+            lines.append(json.loads(line))
+            stamps.append(time.perf_counter())
+        conn.close()
+    assert lines[-1]["done"] is True and lines[-1]["sentences"] == 7
+    assert [line["item"] for line in lines[:-1]] == [0] * 6 + [1]
+    assert all(_cjk(line["text"]) or line["text"] for line in lines[:-1])
+    # with one sentence per batch and a slow decoder, lines arrive over time, not all at the end
+    assert stamps[-2] - stamps[0] > 0.05
+
+
+def test_health_and_metrics(demo):
+    daemon, client = demo
+    client.json("POST", "/translate", {"q": "Good night.", "target": "zh"})
+    status, health = client.json("GET", "/health")
+    assert status == 200 and health["status"] == "ready" and health["model"] == "tatoeba-en-zh-small"
+    assert health["checksum"] == daemon.app.translator.model_id and health["quantization"] == "rowwise"
+    status, headers, body = client.call("HEAD", "/health")
+    assert status == 200 and body == b""
+    status, headers, body = client.call("GET", "/metrics")
+    text = body.decode()
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert 'edge_translator_requests_total{route="/translate",status="200"}' in text
+    assert 'edge_translator_request_seconds_bucket{le="0.5",route="/translate"}' in text
+    for name in ("edge_translator_sentences_total", "edge_translator_output_tokens_total",
+                 "edge_translator_batch_size_bucket", "edge_translator_queue_depth", "process_resident_memory_bytes"):
+        assert name in text, name
+
+
+# -- errors ----------------------------------------------------------------------------------------
+TRANSLATE = "/translate"
+ERRORS = [
+    ("invalid JSON", "POST", TRANSLATE, b'{"q": "Hello', "application/json", {}, 400, "invalid JSON"),
+    ("JSON array body", "POST", TRANSLATE, b'["Hello"]', "application/json", {}, 400, "must be an object"),
+    ("q is a number", "POST", TRANSLATE, b'{"q": 5, "target": "zh"}', "application/json", {}, 400, "must hold strings"),
+    ("q is an empty list", "POST", TRANSLATE, b'{"q": [], "target": "zh"}', "application/json", {}, 400, "empty list"),
+    ("q is missing", "POST", TRANSLATE, b'{"target": "zh"}', "application/json", {}, 400, "missing field 'q'"),
+    ("invalid UTF-8", "POST", TRANSLATE, b"q=caf\xe9&target=zh", "application/x-www-form-urlencoded", {}, 400,
+     "not valid UTF-8"),
+    ("a lone surrogate", "POST", TRANSLATE, b'{"q": "a\\ud800b", "target": "zh"}', "application/json", {}, 400,
+     "not valid Unicode"),
+    ("XML body", "POST", TRANSLATE, b"<q>Hello</q>", "application/xml", {}, 415, "cannot read"),
+    ("source fr", "POST", TRANSLATE, b'{"q": "Bonjour", "source": "fr", "target": "zh"}', "application/json", {}, 400,
+     "from English (en) only"),
+    ("target de", "POST", TRANSLATE, b'{"q": "Hello", "target": "de"}', "application/json", {}, 400,
+     "use one of zh, zh-Hans"),
+    ("target zt not offered", "POST", TRANSLATE, b'{"q": "Hello", "target": "zt"}', "application/json", {}, 400,
+     "not offered by this model"),
+    ("format pdf", "POST", TRANSLATE, b'{"q": "Hello", "target": "zh", "format": "pdf"}', "application/json", {}, 400,
+     "format 'pdf'"),
+    ("over the character limit", "POST", TRANSLATE, json.dumps({"q": "word " * 500, "target": "zh"}).encode(),
+     "application/json", {}, 400, "limit of 2000 characters"),
+    ("over the item limit", "POST", TRANSLATE, json.dumps({"q": ["Hi."] * 9, "target": "zh"}).encode(),
+     "application/json", {}, 400, "the limit is 8"),
+    ("body over max-body", "POST", TRANSLATE, b"q=" + b"a" * 70_000, "application/x-www-form-urlencoded", {}, 413,
+     "over the limit of 65536 bytes"),
+    ("not English, auto", "POST", TRANSLATE, json.dumps({"q": "我们明天见。", "source": "auto", "target": "zh"}).encode(),
+     "application/json", {}, 400, "does not look like English"),
+    ("alternatives negative", "POST", TRANSLATE, b'{"q": "Hi", "target": "zh", "alternatives": -1}',
+     "application/json", {}, 400, "alternatives"),
+    ("unknown path", "GET", "/translate_file", None, None, {}, 404, "no such endpoint"),
+    ("wrong method", "GET", TRANSLATE, None, None, {}, 405, "not allowed"),
+    ("DeepL target FR", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "FR"}', "application/json", {}, 400,
+     "target_lang 'FR'"),
+    ("DeepL without target", "POST", "/v2/translate", b'{"text": ["Hi"]}', "application/json", {}, 400,
+     "missing field 'target_lang'"),
+    ("DeepL bad auth scheme", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "ZH"}', "application/json",
+     {"Authorization": "Bearer abc"}, 403, "DeepL-Auth-Key"),
+    ("DeepL xml tags", "POST", "/v2/translate", b'{"text": ["<a>Hi</a>"], "target_lang": "ZH", "tag_handling": "xml"}',
+     "application/json", {}, 400, "tag_handling 'xml'"),
+    ("v1 stream not boolean", "POST", "/v1/translate", b'{"text": "Hi", "stream": "maybe"}', "application/json", {},
+     400, "true or false"),
+]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=[c[0] for c in ERRORS])
+def test_every_bad_request_gets_a_one_line_json_error(demo, case):
+    _, client = demo
+    _, method, path, body, content_type, headers, status, fragment = case
+    got, response_headers, data = client.call(method, path, body, content_type=content_type, headers=headers)
+    assert got == status, data
+    answer = json.loads(data)
+    message = answer["message" if path.startswith("/v2/") else "error"]
+    assert fragment in message and "\n" not in message and "Traceback" not in data.decode()
+    assert response_headers["Content-Type"] == "application/json"
+
+
+def test_keys_and_rate_limit(demo_parts, tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# team keys\nk-slow 2\nk-fast\n", encoding="utf-8")
+    translator, _, _ = _translator(demo_parts)
+    with running(translator, api_keys=str(keys), req_limit=100) as (_, client):
+        body = {"q": "Hello.", "target": "zh"}
+        assert client.json("POST", "/translate", body)[0] == 403
+        status, error = client.json("POST", "/translate", {**body, "api_key": "wrong"})
+        assert status == 403 and error["error"] == "invalid API key"
+        assert client.json("POST", "/translate", {**body, "apiKey": "k-slow"})[0] == 200
+        assert client.form("/translate", {**body, "api_key": "k-slow"})[0] == 200
+        status, headers, data = client.call("POST", "/translate", {**body, "api_key": "k-slow"})
+        assert status == 429 and "2 a minute" in json.loads(data)["error"] and int(headers["Retry-After"]) >= 1
+        assert client.json("POST", "/translate", {**body, "api_key": "k-fast"})[0] == 200  # its own bucket
+        status, _ = client.json("POST", "/v2/translate", {"text": ["Hi."], "target_lang": "ZH"},
+                                headers={"Authorization": "DeepL-Auth-Key k-fast"})
+        assert status == 200
+        status, error = client.json("GET", "/v2/usage")
+        assert status == 403 and "API key is required" in error["message"]
+        assert client.json("GET", "/frontend/settings")[1]["keyRequired"] is True
+
+
+def test_a_runtime_failure_is_a_500_and_the_server_goes_on(demo_parts):
+    translator, encoder, _ = _translator(demo_parts)
+    encoder.fail_when = lambda feed: True
+    with running(translator) as (_, client):
+        status, error = client.json("POST", "/translate", {"q": "Hello there.", "target": "zh"})
+        assert status == 500 and "translation failed: ONNX Runtime failed" in error["error"]
+        encoder.fail_when = None
+        assert client.json("POST", "/translate", {"q": "Hello there.", "target": "zh"})[0] == 200
+
+
+def test_a_full_queue_answers_503_with_retry_after(demo_parts):
+    translator, _, decoder = _translator(demo_parts, max_batch_size=1, max_queued=2)
+    decoder.gate.clear()  # the worker blocks on its first step
+    with running(translator) as (_, client):
+        first: dict = {}
+        worker = threading.Thread(target=lambda: first.update(
+            answer=client.json("POST", "/translate", {"q": "One. Two. Three. Four.", "target": "zh"})))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while translator.engine.queued < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        status, headers, data = client.call("POST", "/translate", {"q": "Hello.", "target": "zh"})
+        assert status == 503 and headers["Retry-After"] == "2" and "queue is full" in json.loads(data)["error"]
+        decoder.gate.set()
+        worker.join(30)
+        assert first["answer"][0] == 200
+
+
+def test_a_translation_past_the_timeout_is_cancelled_with_503(demo_parts):
+    translator, _, _ = _translator(demo_parts, delay=0.05, max_batch_size=1)
+    with running(translator, timeout=0.5) as (_, client):
+        started = time.monotonic()
+        status, headers, data = client.call("POST", "/translate", {"q": " ".join(english_sentences(20, seed=5)),
+                                                                   "target": "zh"})
+        assert status == 503 and "0.5 s limit" in json.loads(data)["error"] and headers["Retry-After"]
+        assert time.monotonic() - started < 5
+        time.sleep(0.3)
+        assert translator.engine.stats().queued == 0  # the rest was withdrawn
+
+
+def test_a_client_that_disconnects_cancels_its_work(demo_parts):
+    translator, _, decoder = _translator(demo_parts, delay=0.03, max_batch_size=1)
+    with running(translator) as (daemon, client):
+        body = json.dumps({"q": " ".join(english_sentences(40, seed=8)), "target": "zh"}).encode()
+        with socket.create_connection((client.host, client.port)) as sock:
+            sock.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.4)
+        deadline = time.monotonic() + 10
+        while daemon.app.service.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = translator.engine.stats()
+        assert daemon.app.service.in_flight == 0 and stats.queued == 0 and stats.decoding == 0
+        assert stats.rows_done < 40  # it stopped, well before the end
+        assert client.json("POST", "/translate", {"q": "Still here.", "target": "zh"})[0] == 200
+
+
+def test_slow_clients_time_out_and_connections_are_bounded(demo_parts):
+    translator, _, _ = _translator(demo_parts)
+    with running(translator, timeout=1.0, connections=2) as (_, client):
+        slow = socket.create_connection((client.host, client.port))
+        slow.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nq=Hel")
+        idle = socket.create_connection((client.host, client.port))
+        # both connections are held: a third client is not served...
+        with pytest.raises((TimeoutError, socket.timeout)):
+            client.call("GET", "/health", timeout=0.5)
+        # ...until the server drops the slow and idle ones after the 1 s timeout
+        slow.settimeout(5)
+        try:
+            assert slow.recv(100) == b""  # closed by the server, nothing answered
+        except ConnectionResetError:
+            pass
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                assert client.call("GET", "/health", timeout=1)[0] == 200
+                break
+            except (TimeoutError, socket.timeout):
+                assert time.monotonic() < deadline
+        slow.close()
+        idle.close()
+
+
+def test_stop_drains_requests_in_flight(demo_parts):
+    translator, _, _ = _translator(demo_parts, delay=0.02, max_batch_size=2)
+    daemon = Daemon(ServeOptions(port=0, timeout=30), translator)
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    client = Client(*daemon.address)
+    answer: dict = {}
+    text = " ".join(english_sentences(8, seed=12))
+    worker = threading.Thread(target=lambda: answer.update(got=client.json("POST", "/translate",
+                                                                           {"q": text, "target": "zh"})))
+    worker.start()
+    time.sleep(0.15)
+    daemon.stop()
+    worker.join(30)
+    thread.join(30)
+    assert answer["got"][0] == 200 and _cjk(answer["got"][1]["translatedText"])
+    assert not thread.is_alive()
+    with pytest.raises(OSError):
+        client.call("GET", "/health", timeout=2)
+    translator.close()
