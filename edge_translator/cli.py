@@ -274,6 +274,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(options)
 
 
+def cmd_bench_serve(args: argparse.Namespace) -> int:
+    """Load-test the daemon over loopback and update that section of the report."""
+    import json
+
+    from .core.translator import resolve_model
+    from .toolchain import loadreport, servebench
+
+    command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench-serve"
+    if args.smoke:
+        from .toolchain.testmodels import english_sentences
+
+        sentences = english_sentences(200, 9)
+    else:
+        from .toolchain.bench import prose_sentences
+
+        sentences = prose_sentences()
+    options = servebench.ServeBenchOptions(clients=args.clients, seconds=args.seconds,
+                                           sequential_seconds=args.sequential_seconds,
+                                           sentences_per_request=args.sentences_per_request, threads=args.threads,
+                                           warmup_seconds=min(10.0, args.seconds / 6))
+    run = servebench.run_serve_bench(resolve_model(args.model), sentences, options, command)
+    previous = Path(args.out) / "benchmarks.json"
+    runs = (json.loads(previous.read_text()).get("serve") or {}) if previous.is_file() else {}
+    runs[run["model"]] = run
+    path = loadreport.update_section(Path(args.out), "serve", runs, "## Daemon under load",
+                                     servebench.render_section(runs))
+    print(f"updated {path}")
+    seq, con = run["sequential"], run["concurrent"]
+    print(f"sequential {seq['req_s']} req/s; {con['clients']} clients {con['req_s']} req/s ({run['ratio']}x), "
+          f"p50 {con['p50_ms']} ms, p99 {con['p99_ms']} ms, errors {con['errors'] or 0}, "
+          f"RSS {run['rss_start_mb']} -> {run['rss_end_mb']} MB, exit {run['exit_code']}")
+    return 0
+
+
 def cmd_bench_load(args: argparse.Namespace) -> int:
     """Benchmark the engine under load only, and update that section of the report."""
     from .toolchain import bench, loadreport
@@ -450,6 +484,20 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--cache", type=int, default=4096, metavar="SENTENCES",
                     help="translations kept in memory for repeated sentences (default 4096; 0: off)")
     sv.set_defaults(func=cmd_serve)
+
+    bs = sub.add_parser("bench-serve", help="load-test the daemon over loopback (N clients against sequential "
+                        "requests) and update that section of benchmarks.md (extras 'serve', 'bench')")
+    bs.add_argument("--model", help="bundle to serve (default: the embedded model)")
+    bs.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
+    bs.add_argument("--seconds", type=float, default=60.0, help="length of the concurrent run (default 60)")
+    bs.add_argument("--sequential-seconds", type=float, default=30.0,
+                    help="length of the one-client run (default 30)")
+    bs.add_argument("--sentences-per-request", type=int, default=1, help="sentences in each request (default 1)")
+    bs.add_argument("--threads", type=int, default=2, help="the daemon's ONNX Runtime threads (default 2)")
+    bs.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
+    bs.add_argument("--smoke", action="store_true", help="generated sentences instead of the prose (no 'bench' "
+                    "extra; checks the harness)")
+    bs.set_defaults(func=cmd_bench_serve)
 
     bl = sub.add_parser("bench-load", help="benchmark the engine under load only and update that section of "
                         "benchmarks.md and .json (extra 'bench')")

@@ -177,3 +177,20 @@ def test_a_port_in_use_is_one_line(served):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 4 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_bench_serve_smoke_writes_its_section(tmp_path):
+    """The load test's harness end to end, briefly (it asserts no speed)."""
+    out = tmp_path / "docs"
+    (out).mkdir()
+    (out / "benchmarks.md").write_text("# Benchmarks\n\n## Batch 1\n\nkept\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "edge_translator.cli", "bench-serve", "--smoke", "--clients", "3",
+                             "--seconds", "2", "--sequential-seconds", "1", "--threads", "1", "--out", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    run = json.loads((out / "benchmarks.json").read_text())["serve"]["tatoeba-en-zh-small"]
+    assert run["concurrent"]["clients"] == 3 and run["concurrent"]["requests"] > 0 and run["sequential"]["requests"] > 0
+    assert run["concurrent"]["errors"] == {} and run["exit_code"] == 0 and run["rss_end_mb"] > 10
+    assert run["ratio"] > 0 and run["concurrent"]["p50_ms"] <= run["concurrent"]["p99_ms"]
+    report = (out / "benchmarks.md").read_text()
+    assert "## Batch 1\n\nkept" in report and "## Daemon under load" in report and "| tatoeba-en-zh-small" in report

@@ -132,18 +132,26 @@ def update_report(load: dict, out_dir: Path) -> Path:
     The "Engine under load" section of the Markdown (up to the next ``## `` heading) and
     the ``load`` key of the JSON are replaced; both files are created if missing.
     """
+    return update_section(out_dir, "load", load, "## Engine under load", render_section(load))
+
+
+def update_section(out_dir: Path, key: str, value, heading: str, lines: list[str]) -> Path:
+    """Replace one key of ``benchmarks.json`` and one ``## `` section of ``benchmarks.md``.
+
+    The section runs from ``heading`` to the next ``## `` heading; it is appended when
+    missing, and both files are created when missing.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     md, js = out_dir / "benchmarks.md", out_dir / "benchmarks.json"
     data = json.loads(js.read_text()) if js.is_file() else {}
-    data["load"] = load
+    data[key] = value
     js.write_text(json.dumps(data, indent=2) + "\n")
     text = md.read_text() if md.is_file() else "# Benchmarks\n"
-    heading = "## Engine under load"
     before, after = text, ""
     if heading in text:
         before, rest = text.split(heading, 1)
         end = rest.find("\n## ")
         after = rest[end + 1:] if end >= 0 else ""
-    section = "\n".join(render_section(load))
+    section = "\n".join(lines)
     md.write_text(before.rstrip("\n") + "\n\n" + section + ("\n" + after if after else ""))
     return md
