@@ -268,7 +268,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(host=args.host, port=args.port, model=args.model, threads=args.threads,
                            api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
-                           http_threads=args.http_threads, connections=args.connections, cache_size=args.cache)
+                           http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,
+                           cors_origin=args.cors_origin, drain_timeout=args.drain_timeout)
     if not args.verbose:
         logging.getLogger("edge_translator").setLevel(logging.INFO)
     return serve(options)
@@ -483,6 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--connections", type=int, default=100, help="most open connections (default 100)")
     sv.add_argument("--cache", type=int, default=4096, metavar="SENTENCES",
                     help="translations kept in memory for repeated sentences (default 4096; 0: off)")
+    sv.add_argument("--cors-origin", metavar="ORIGIN", help="let browser pages from ORIGIN ('*': any) call the API "
+                    "(default: no CORS headers)")
+    sv.add_argument("--drain-timeout", type=float, default=30.0, metavar="SECONDS",
+                    help="after SIGTERM, most seconds to finish the requests in flight (default 30)")
     sv.set_defaults(func=cmd_serve)
 
     bs = sub.add_parser("bench-serve", help="load-test the daemon over loopback (N clients against sequential "

@@ -282,8 +282,9 @@ ERRORS = [
      "application/json", {}, 400, "the limit is 8"),
     ("body over max-body", "POST", TRANSLATE, b"q=" + b"a" * 70_000, "application/x-www-form-urlencoded", {}, 413,
      "over the limit of 65536 bytes"),
-    ("not English, auto", "POST", TRANSLATE, json.dumps({"q": "我们明天见。", "source": "auto", "target": "zh"}).encode(),
-     "application/json", {}, 400, "does not look like English"),
+    ("not English, auto", "POST", TRANSLATE,
+     json.dumps({"q": "我们明天见。", "source": "auto", "target": "zh"}).encode(), "application/json", {}, 400,
+     "does not look like English"),
     ("alternatives negative", "POST", TRANSLATE, b'{"q": "Hi", "target": "zh", "alternatives": -1}',
      "application/json", {}, 400, "alternatives"),
     ("unknown path", "GET", "/translate_file", None, None, {}, 404, "no such endpoint"),
@@ -292,8 +293,19 @@ ERRORS = [
      "target_lang 'FR'"),
     ("DeepL without target", "POST", "/v2/translate", b'{"text": ["Hi"]}', "application/json", {}, 400,
      "missing field 'target_lang'"),
-    ("DeepL bad auth scheme", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "ZH"}', "application/json",
-     {"Authorization": "Bearer abc"}, 403, "DeepL-Auth-Key"),
+    ("DeepL target error names DeepL codes", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "ZH-HANT"}',
+     "application/json", {}, 400, "it offers ZH, ZH-HANS"),
+    ("null q", "POST", TRANSLATE, b'{"q": null, "target": "zh"}', "application/json", {}, 400, "missing field 'q'"),
+    ("deeply nested JSON", "POST", TRANSLATE, b'{"q": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "application/json",
+     {}, 400, "unreadable JSON"),
+    ("a 5000-digit number", "POST", TRANSLATE, b'{"q": "Hi", "alternatives": ' + b"9" * 5000 + b"}",
+     "application/json", {}, 400, "unreadable JSON"),
+    ("an infinite number", "POST", TRANSLATE, b'{"q": "Hi", "target": "zh", "alternatives": 1e400}',
+     "application/json", {}, 400, "must be an integer"),
+    ("a fraction", "POST", TRANSLATE, b'{"q": "Hi", "target": "zh", "alternatives": 2.5}', "application/json", {},
+     400, "must be an integer"),
+    ("target as a list", "POST", TRANSLATE, b'{"q": "Hi", "target": ["zh", "de"]}', "application/json", {}, 400,
+     "must be a single value"),
     ("DeepL xml tags", "POST", "/v2/translate", b'{"text": ["<a>Hi</a>"], "target_lang": "ZH", "tag_handling": "xml"}',
      "application/json", {}, 400, "tag_handling 'xml'"),
     ("v1 stream not boolean", "POST", "/v1/translate", b'{"text": "Hi", "stream": "maybe"}', "application/json", {},
@@ -311,6 +323,52 @@ def test_every_bad_request_gets_a_one_line_json_error(demo, case):
     message = answer["message" if path.startswith("/v2/") else "error"]
     assert fragment in message and "\n" not in message and "Traceback" not in data.decode()
     assert response_headers["Content-Type"] == "application/json"
+    if status == 405:
+        assert response_headers["Allow"] == "POST"
+
+
+def test_unusual_but_legal_requests_are_understood(demo):
+    """null for optional fields, JSON sent as text/plain or with a BOM, +json types, chunked bodies."""
+    _, client = demo
+    body = {"q": "Good morning.", "source": None, "target": "zh", "api_key": None, "format": None,
+            "alternatives": None}
+    status, answer = client.json("POST", "/translate", body)
+    assert status == 200 and _cjk(answer["translatedText"]) and "detectedLanguage" in answer  # null source: auto
+    expected = answer["translatedText"]
+    raw = json.dumps({"q": "Good morning.", "source": "en", "target": "zh"}).encode()
+    for content_type, data in (("text/plain;charset=UTF-8", raw), ("application/vnd.api+json", raw),
+                               ("application/json", b"\xef\xbb\xbf" + raw),
+                               ("application/x-www-form-urlencoded", raw)):
+        status, _, got = client.call("POST", "/translate", data, content_type=content_type)
+        assert status == 200 and json.loads(got)["translatedText"] == expected, (content_type, got)
+    status, _, got = client.call("POST", "/v1/translate", json.dumps({"text": "Good morning.", "stream": 1}).encode(),
+                                 content_type="application/json")
+    assert status == 200 and json.loads(got.splitlines()[-1])["done"] is True
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=30)
+    conn.putrequest("POST", "/translate")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    for piece in (raw[:10], raw[10:]):
+        conn.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+    conn.send(b"0\r\n\r\n")
+    response = conn.getresponse()
+    assert response.status == 200 and json.loads(response.read())["translatedText"] == expected
+    conn.close()
+
+
+def test_cors_is_off_by_default_and_answers_preflight_when_on(demo_parts, demo):
+    _, client = demo
+    status, headers, _ = client.call("OPTIONS", "/translate")
+    assert status == 204 and "POST" in headers["Allow"] and "Access-Control-Allow-Origin" not in headers
+    translator, _, _ = _translator(demo_parts)
+    with running(translator, cors_origin="*") as (_, cors):
+        status, headers, _ = cors.call("OPTIONS", "/translate", headers={"Origin": "https://example.org",
+                                                                        "Access-Control-Request-Method": "POST"})
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == "*"
+        assert "POST" in headers["Access-Control-Allow-Methods"]
+        status, headers, _ = cors.call("POST", "/translate", {"q": "Hi.", "target": "zh"})
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
 
 
 def test_keys_and_rate_limit(demo_parts, tmp_path):
@@ -319,7 +377,8 @@ def test_keys_and_rate_limit(demo_parts, tmp_path):
     translator, _, _ = _translator(demo_parts)
     with running(translator, api_keys=str(keys), req_limit=100) as (_, client):
         body = {"q": "Hello.", "target": "zh"}
-        assert client.json("POST", "/translate", body)[0] == 403
+        status, error = client.json("POST", "/translate", body)
+        assert status == 403 and "pass api_key" in error["error"]
         status, error = client.json("POST", "/translate", {**body, "api_key": "wrong"})
         assert status == 403 and error["error"] == "invalid API key"
         assert client.json("POST", "/translate", {**body, "apiKey": "k-slow"})[0] == 200
@@ -331,7 +390,12 @@ def test_keys_and_rate_limit(demo_parts, tmp_path):
                                 headers={"Authorization": "DeepL-Auth-Key k-fast"})
         assert status == 200
         status, error = client.json("GET", "/v2/usage")
-        assert status == 403 and "API key is required" in error["message"]
+        assert status == 403 and "DeepL-Auth-Key" in error["message"]
+        status, error = client.json("POST", "/v2/translate", {"text": ["Hi."], "target_lang": "ZH"},
+                                    headers={"Authorization": "Bearer k-fast"})
+        assert status == 403 and "DeepL-Auth-Key" in error["message"]
+        status, _ = client.json("POST", "/v1/translate", {"text": "Hi."}, headers={"Authorization": "Bearer k-fast"})
+        assert status == 200
         assert client.json("GET", "/frontend/settings")[1]["keyRequired"] is True
 
 
@@ -438,3 +502,43 @@ def test_stop_drains_requests_in_flight(demo_parts):
     with pytest.raises(OSError):
         client.call("GET", "/health", timeout=2)
     translator.close()
+
+
+def test_a_stream_that_cannot_start_is_an_http_error(demo_parts):
+    """A full queue is a 503 for a streamed request too, not a 200 carrying an error line."""
+    translator, _, decoder = _translator(demo_parts, max_batch_size=1, max_queued=2)
+    decoder.gate.clear()
+    with running(translator) as (_, client):
+        first: dict = {}
+        worker = threading.Thread(target=lambda: first.update(
+            answer=client.json("POST", "/translate", {"q": "One. Two. Three. Four.", "target": "zh"})))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while translator.engine.queued < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        status, headers, data = client.call("POST", "/v1/translate", {"text": "Hello.", "stream": True})
+        assert status == 503 and headers["Retry-After"] == "2" and "queue is full" in json.loads(data)["error"]
+        status, _, data = client.call("POST", "/v1/translate", {"text": "bad \ud800 text", "stream": True})
+        assert status == 400 and "not valid Unicode" in json.loads(data)["error"]
+        decoder.gate.set()
+        worker.join(30)
+        assert first["answer"][0] == 200
+
+
+def test_html_documents_share_one_deadline_and_repeated_pieces_are_decoded_once(demo_parts):
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    page = "".join(f"<p>{letters[k % 26]}</p>" for k in range(5000))  # 5,000 pieces, 26 distinct
+    translator, _, _ = _translator(demo_parts)
+    with running(translator, char_limit=0) as (_, client):
+        status, body = client.json("POST", "/translate", {"q": page, "source": "en", "target": "zh",
+                                                          "format": "html"})
+        assert status == 200 and body["translatedText"].count("<p>") == 5000
+        assert translator.engine.stats().rows_done == 26
+    slow, _, _ = _translator(demo_parts, delay=0.05, max_batch_size=1)
+    with running(slow, timeout=1.0) as (_, client):
+        documents = [f"<p>{' '.join(english_sentences(4, seed=50 + k))}</p>" for k in range(12)]
+        started = time.monotonic()
+        status, _, data = client.call("POST", "/translate", {"q": documents, "source": "en", "target": "zh",
+                                                             "format": "html"})
+        assert status == 503 and "1 s limit" in json.loads(data)["error"]
+        assert time.monotonic() - started < 4  # one deadline for the request, not one per document

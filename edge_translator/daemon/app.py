@@ -36,6 +36,8 @@ class AppOptions:
     """``{key: requests per minute}``; ``None`` lets every client in."""
     req_limit: int = 0
     """Requests per minute per client address when there are no keys (0: unlimited)."""
+    cors_origin: str | None = None
+    """``Access-Control-Allow-Origin`` for browser clients (``"*"`` or one origin); ``None``: no CORS."""
 
 
 @dataclass
@@ -142,18 +144,35 @@ class App:
                                                      self._observe(route, path, response.status, started)))
             length = ()
         start_response(_status_line(response.status), [("Content-Type", response.content_type), *length,
-                                                       *response.headers])
+                                                       *response.headers, *self._cors()])
         return body
 
     def _dispatch(self, route, request: Request, path: str) -> Response:
         if route is None:
-            if any(p == path for _, p in self.routes):
-                raise HTTPError(405, f"method {request.method} is not allowed on {path}")
+            allowed = sorted({m for m, p in self.routes if p == path} | ({"HEAD"} if ("GET", path) in self.routes
+                                                                         else set()))
+            if request.method == "OPTIONS" and allowed:
+                return Response(b"", 204, "text/plain", (("Allow", ", ".join(allowed + ["OPTIONS"])),
+                                                         *self._cors_preflight()))
+            if allowed:
+                raise HTTPError(405, f"method {request.method} is not allowed on {path}",
+                                (("Allow", ", ".join(allowed)),))
             raise HTTPError(404, f"no such endpoint: {path}")
         if self.draining and path not in ("/health", "/metrics"):
-            raise HTTPError(503, "the server is shutting down", (("Retry-After", "5"),))
+            raise HTTPError(503, "the server is shutting down", (("Retry-After", "5"), ("Connection", "close")))
         handler, _ = route
         return handler(self, request)
+
+    def _cors(self) -> tuple[tuple[str, str], ...]:
+        origin = self.options.cors_origin
+        return (("Access-Control-Allow-Origin", origin), ("Vary", "Origin")) if origin else ()
+
+    def _cors_preflight(self) -> tuple[tuple[str, str], ...]:
+        if not self.options.cors_origin:
+            return ()
+        return (("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+                ("Access-Control-Allow-Headers", "Content-Type, Authorization"),
+                ("Access-Control-Max-Age", "600"))
 
     def _error(self, exc: HTTPError, style: str) -> Response:
         key = "message" if style == "deepl" else "error"
@@ -164,9 +183,9 @@ class App:
         self.metrics.observe(name, status, time.perf_counter() - started)
 
     # -- helpers for the handlers -------------------------------------------------------------
-    def admit(self, request: Request, key: str | None) -> str:
-        """Check the API key and the rate limit (403, 429)."""
-        return self.access.admit(key, request.address)
+    def admit(self, request: Request, key: str | None, how: str = "pass api_key") -> str:
+        """Check the API key and the rate limit (403, 429); ``how`` says how this API passes a key."""
+        return self.access.admit(key, request.address, how)
 
     def _count(self, result) -> None:
         self.metrics.sentences.inc()

@@ -16,25 +16,30 @@ from .params import HTTPError, one, strings
 CHARACTER_LIMIT = 10**12
 
 
-def _key(request: Request) -> str | None:
+HOW = "send the header 'Authorization: DeepL-Auth-Key YOUR_KEY'"
+
+
+def _key(app: App, request: Request) -> str | None:
     auth = request.header("Authorization").strip()
     if auth:
         scheme, _, key = auth.partition(" ")
-        if scheme.lower() != "deepl-auth-key" or not key.strip():
+        if scheme.lower() == "deepl-auth-key" and key.strip():
+            return key.strip()
+        if app.access.required:
             raise HTTPError(403, "the Authorization header must be 'DeepL-Auth-Key YOUR_KEY'")
-        return key.strip()
+        return None  # no keys needed: another scheme (a proxy's, say) is not ours to judge
     return one(request.params, "auth_key", "") or None
 
 
 def translate(app: App, request: Request) -> Response:
     """``POST /v2/translate``: ``text``, ``target_lang``, ``source_lang``, ``tag_handling``."""
     params = request.params
-    app.admit(request, _key(request))
+    app.admit(request, _key(app, request), HOW)
     texts, _ = strings(params, "text")
     source = one(params, "source_lang", "")
     if source:
         check_source(source, "source_lang")
-    target = app.targets.resolve(one(params, "target_lang"), "target_lang")
+    target = app.targets.resolve(one(params, "target_lang"), "target_lang", deepl=True)
     tags = (one(params, "tag_handling", "") or "").lower()
     if tags not in ("", "html"):
         raise HTTPError(400, f"tag_handling {tags!r} is not supported; use html, or leave it out")
@@ -47,13 +52,13 @@ def translate(app: App, request: Request) -> Response:
 
 def usage(app: App, request: Request) -> Response:
     """``GET /v2/usage``: characters translated since the daemon started."""
-    app.admit(request, _key(request))
+    app.admit(request, _key(app, request), HOW)
     return json_response({"character_count": app.service.characters, "character_limit": CHARACTER_LIMIT})
 
 
 def languages(app: App, request: Request) -> Response:
     """``GET /v2/languages?type=source|target``."""
-    app.admit(request, _key(request))
+    app.admit(request, _key(app, request), HOW)
     kind = (one(request.params, "type", "source") or "source").lower()
     if kind == "source":
         return json_response([{"language": "EN", "name": "English"}])

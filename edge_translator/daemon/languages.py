@@ -48,21 +48,26 @@ class Targets:
     default: str
     """The variant ``zh`` means."""
 
-    def resolve(self, code: str, field: str = "target") -> str:
+    def resolve(self, code: str, field: str = "target", deepl: bool = False) -> str:
         """The bundle target for a client's code.
 
         Raises:
-            HTTPError: 400 naming the codes this model accepts.
+            HTTPError: 400 naming the codes this model accepts (DeepL's when ``deepl``).
         """
         key = code.strip().lower()
+        codes = ", ".join(self.deepl_codes() if deepl else self.codes())
         if key not in ALIASES:
             raise HTTPError(400, f"{field} {code!r} is not supported: this server translates English into "
-                                 f"Chinese; use one of {', '.join(self.codes())}")
+                                 f"Chinese; use one of {codes}")
         name = ALIASES[key] or self.default
         if name not in self.offered:
             raise HTTPError(400, f"{field} {code!r} ({NAMES.get(name, name)}) is not offered by this model; "
-                                 f"it offers {', '.join(self.codes())}")
+                                 f"it offers {codes}")
         return name
+
+    def deepl_codes(self) -> list[str]:
+        """DeepL codes of the offered variants (``ZH`` first)."""
+        return ["ZH"] + [DEEPL_CODES[name] for name in self.offered if name in DEEPL_CODES]
 
     def codes(self) -> list[str]:
         """LibreTranslate codes of the offered variants."""

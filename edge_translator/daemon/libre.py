@@ -14,6 +14,9 @@ from .languages import ENGLISH_THRESHOLD, NAMES, check_source, english_confidenc
 from .params import HTTPError, one, strings
 
 
+HOW = "pass api_key (apiKey in JSON)"
+
+
 def _key(request: Request) -> str | None:
     params = request.params
     return one(params, "api_key", "") or one(params, "apiKey", "") or None
@@ -22,7 +25,7 @@ def _key(request: Request) -> str | None:
 def translate(app: App, request: Request) -> Response:
     """``POST /translate``: ``q``, ``source``, ``target``, ``format``, ``api_key``, ``alternatives``."""
     params = request.params
-    app.admit(request, _key(request))
+    app.admit(request, _key(request), HOW)
     texts, as_list = strings(params, "q")
     auto = check_source(one(params, "source", "auto"))
     target = app.targets.resolve(one(params, "target", "zh"))
@@ -61,7 +64,7 @@ def _detection(text: str) -> dict:
 
 def detect(app: App, request: Request) -> Response:
     """``POST /detect``: ``[{confidence, language}]``, English or not (see :mod:`.languages`)."""
-    app.admit(request, _key(request))
+    app.admit(request, _key(request), HOW)
     texts, _ = strings(request.params, "q")
     app.service.check(texts)
     text = "\n".join(texts)

@@ -112,15 +112,20 @@ class Access:
         """Whether requests must carry a key."""
         return self.keys is not None
 
-    def admit(self, key: str | None, address: str) -> str:
+    def admit(self, key: str | None, address: str, how: str = "pass api_key") -> str:
         """Check the key and the rate; return the identity the request is counted under.
+
+        Args:
+            key: The key the request carries, if any.
+            address: The client's address (rate-limited by it when there are no keys).
+            how: How this API passes a key, for the message when it is missing.
 
         Raises:
             HTTPError: 403 for a missing or unknown key, 429 over the rate.
         """
         if self.keys is not None:
             if not key:
-                raise HTTPError(403, "an API key is required: pass api_key (or the Authorization header)")
+                raise HTTPError(403, f"an API key is required: {how}")
             if key not in self.keys:
                 raise HTTPError(403, "invalid API key")
             self.limiter.check("key:" + key, self.keys[key])

@@ -37,13 +37,16 @@ def _sentence(result: SentenceResult) -> dict:
 def translate(app: App, request: Request) -> Response:
     """``POST /v1/translate``."""
     params = request.params
-    app.admit(request, one(params, "api_key", "") or None)
+    bearer = request.header("Authorization").strip()
+    key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else one(params, "api_key", "") or None
+    app.admit(request, key, "pass api_key, or the header 'Authorization: Bearer YOUR_KEY'")
     texts, as_list = strings(params, "text", "q")
     target = app.targets.resolve(one(params, "target", "zh"))
     stream = one(params, "stream", False, bool)
     app.service.check(texts)
-    if stream:
-        return Response(_ndjson(app, texts, target, request), content_type="application/x-ndjson")
+    if stream:  # submitted here, so a full queue or bad text is still an HTTP error, not a 200
+        results = app.service.stream(texts, target, gone=request.gone)
+        return Response(_ndjson(results, target), content_type="application/x-ndjson")
     started = time.perf_counter()
     items: list[list[SentenceResult]] = [[] for _ in texts]
     for k, result in app.service.stream(texts, target, gone=request.gone):
@@ -54,16 +57,18 @@ def translate(app: App, request: Request) -> Response:
                           "model": app.translator.bundle.name, "elapsed_ms": elapsed})
 
 
-def _ndjson(app: App, texts: list[str], target: str, request: Request):
+def _ndjson(results, target: str):
     started = time.perf_counter()
     count = 0
     try:
-        for k, result in app.service.stream(texts, target, gone=request.gone):
+        for k, result in results:
             count += 1
             yield (json.dumps({"item": k, **_sentence(result)}, ensure_ascii=False) + "\n").encode("utf-8")
     except HTTPError as exc:
         yield (json.dumps({"error": exc.message, "status": exc.status}) + "\n").encode("utf-8")
         return
+    finally:
+        results.close()
     yield (json.dumps({"done": True, "sentences": count, "target": target,
                        "elapsed_ms": round(1000 * (time.perf_counter() - started), 1)}) + "\n").encode("utf-8")
 

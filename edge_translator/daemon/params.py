@@ -13,6 +13,8 @@ from email.policy import HTTP
 from urllib.parse import parse_qs
 
 JSON_TYPES = ("application/json", "text/json")
+#: Types whose bodies are read as JSON when they look like it (browsers send a string body as text/plain).
+SNIFFED_TYPES = ("text/plain", "")
 FORM_TYPE = "application/x-www-form-urlencoded"
 MULTIPART_TYPE = "multipart/form-data"
 
@@ -41,9 +43,22 @@ class HTTPError(Exception):
 
 
 def read_body(environ: dict, max_body: int) -> bytes:
-    """The request body, refused with 413 when it is (or claims to be) over ``max_body`` bytes."""
+    """The request body, refused with 413 when it is (or claims to be) over ``max_body`` bytes.
+
+    A body without ``Content-Length`` (chunked) is read to its end when the server says
+    the input is terminated (``wsgi.input_terminated``); waitress also fills the length in.
+    """
+    too_big = HTTPError(413, f"request body is over the limit of {max_body} bytes")
+    raw = environ.get("CONTENT_LENGTH")
+    if not raw:
+        if not environ.get("wsgi.input_terminated"):
+            return b""
+        body = environ["wsgi.input"].read(max_body + 1)
+        if len(body) > max_body:
+            raise too_big
+        return body
     try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
+        length = int(raw)
     except ValueError:
         raise HTTPError(400, "Content-Length is not a number") from None
     if length > max_body:
@@ -71,11 +86,13 @@ def parse(environ: dict, max_body: int) -> Params:
     if not body.strip():
         return params
     content_type = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
-    if content_type in JSON_TYPES or (not content_type and body.lstrip()[:1] in (b"{", b"[")):
+    looks_json = body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
+    if content_type in JSON_TYPES or content_type.endswith("+json") or (looks_json and content_type in
+                                                                        (*SNIFFED_TYPES, FORM_TYPE)):
         params.merge(_json(body))
     elif content_type == MULTIPART_TYPE:
         params.merge(_multipart(body, environ.get("CONTENT_TYPE", "")))
-    elif content_type in (FORM_TYPE, ""):
+    elif content_type in (FORM_TYPE, *SNIFFED_TYPES):
         params.merge(_form(body, "form body"))
     else:
         raise HTTPError(415, f"cannot read a {content_type} body; send JSON ({JSON_TYPES[0]}) or a form "
@@ -85,7 +102,7 @@ def parse(environ: dict, max_body: int) -> Params:
 
 def _decode(data: bytes, where: str) -> str:
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise HTTPError(400, f"the {where} is not valid UTF-8 (byte {exc.start}); send UTF-8 text") from None
 
@@ -95,6 +112,8 @@ def _json(body: bytes) -> Params:
         value = json.loads(_decode(body, "JSON body"))
     except json.JSONDecodeError as exc:
         raise HTTPError(400, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # too many digits, too deeply nested
+        raise HTTPError(400, f"unreadable JSON: {str(exc).splitlines()[0] or type(exc).__name__}") from None
     if not isinstance(value, dict):
         raise HTTPError(400, f"the JSON body must be an object, not {type(value).__name__}")
     params = Params({key: (item if isinstance(item, list) else [item]) for key, item in value.items()})
@@ -133,12 +152,12 @@ def strings(params: Params, *names: str) -> tuple[list[str], bool]:
     """One or more strings under the first of ``names`` present: ``(values, as_list)``.
 
     ``as_list`` is true for a JSON array or a repeated form field, so the answer can mirror
-    the request's shape.
+    the request's shape. A JSON ``null`` counts as missing.
 
     Raises:
         HTTPError: 400 if the field is missing, an empty list, or holds a non-string.
     """
-    name = next((n for n in names if n in params), None)
+    name = next((n for n in names if params.get(n) not in (None, [None])), None)
     if name is None:
         raise HTTPError(400, f"missing field {names[0]!r}")
     values = params[name]
@@ -150,31 +169,39 @@ def strings(params: Params, *names: str) -> tuple[list[str], bool]:
     return list(values), name in params.arrays or len(values) > 1
 
 
-def one(params: Params, name: str, default: str | None = None, kind: type = str):
-    """A single value: the last one given (forms may repeat fields), checked against ``kind``.
+def one(params: Params, name: str, default=None, kind: type = str):
+    """A single value (a form may repeat a field: the last one counts), checked against ``kind``.
+
+    A JSON ``null`` counts as missing. Without a default, a missing field is an error.
 
     Raises:
-        HTTPError: 400 if the value has the wrong type (or is missing and has no default).
+        HTTPError: 400 if the value has the wrong type, is a JSON array, or is missing
+            and has no default.
     """
     values = params.get(name)
-    if not values:
-        if default is None and kind is str:
+    if not values or values[-1] is None:
+        if default is None:
             raise HTTPError(400, f"missing field {name!r}")
         return default
+    if name in params.arrays:
+        raise HTTPError(400, f"field {name!r} must be a single value, not a list")
     value = values[-1]
     if kind is bool:
         if isinstance(value, bool):
             return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
         if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
             return value.lower() in ("1", "true", "yes", "on")
         raise HTTPError(400, f"field {name!r} must be true or false, not {value!r}")
     if kind is int:
-        if isinstance(value, bool):
-            raise HTTPError(400, f"field {name!r} must be an integer, not {value!r}")
-        try:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
             return int(value)
-        except (TypeError, ValueError):
-            raise HTTPError(400, f"field {name!r} must be an integer, not {value!r}") from None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 20:
+            return int(value)
+        raise HTTPError(400, f"field {name!r} must be an integer, not {str(value)[:40]!r}")
     if not isinstance(value, str):
         raise HTTPError(400, f"field {name!r} must be a string, not {type(value).__name__}")
     return value

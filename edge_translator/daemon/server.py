@@ -65,6 +65,8 @@ class ServeOptions:
     """Seconds to finish requests in flight after SIGTERM."""
     cache_size: int = 4096
     """Sentences kept in the in-memory translation cache (0: no cache)."""
+    cors_origin: str | None = None
+    """Answer browsers from this origin (``"*"``: any) with CORS headers; ``None``: none."""
 
     def __post_init__(self) -> None:
         for name in ("char_limit", "req_limit", "cache_size"):
@@ -75,8 +77,8 @@ class ServeOptions:
                 raise ValueError(f"{name} must be at least 1")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, not {self.port}")
-        if self.timeout <= 0:
-            raise ValueError("timeout must be positive")
+        if self.timeout <= 0 or self.drain_timeout < 0:
+            raise ValueError("timeout must be positive and drain_timeout not negative")
 
 
 def build_app(options: ServeOptions, translator) -> App:
@@ -84,7 +86,7 @@ def build_app(options: ServeOptions, translator) -> App:
     keys = read_keys(options.api_keys, options.req_limit) if options.api_keys else None
     limits = Limits(char_limit=options.char_limit, batch_limit=options.batch_limit, timeout=options.timeout)
     return App(translator, AppOptions(limits=limits, max_body=options.max_body, api_keys=keys,
-                                      req_limit=options.req_limit))
+                                      req_limit=options.req_limit, cors_origin=options.cors_origin))
 
 
 class Daemon:
@@ -106,8 +108,8 @@ class Daemon:
                 self.app, host=options.host, port=options.port, threads=options.http_threads,
                 connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
                 cleanup_interval=int(max(1, min(30, options.timeout / 2))),
-                max_request_body_size=BODY_SLACK * options.max_body, channel_request_lookahead=1, ident="edge-translator",
-                clear_untrusted_proxy_headers=True, asyncore_loop_timeout=0.2)
+                max_request_body_size=BODY_SLACK * options.max_body, channel_request_lookahead=1,
+                ident="edge-translator", clear_untrusted_proxy_headers=True, asyncore_loop_timeout=0.2)
         except OSError as exc:
             self.app.close()
             raise InputError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}; "

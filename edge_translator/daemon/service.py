@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..core.engine import Priority
 from ..core.errors import Busy, EngineClosed, InputError, TranslationFailed
-from ..core.markup import translate_html
+from ..core.markup import extract, rebuild
 from ..core.translator import SentenceResult, Submission, TranslateOptions, Translator, join_results
 from .params import HTTPError
 
@@ -73,22 +73,28 @@ class Watchdog:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            now = time.monotonic()
-            with self._lock:
-                entries = list(self._watched.items())
-            for handle, (submissions, deadline, gone, reason) in entries:
-                why = "timeout" if now > deadline else None
-                if why is None and gone is not None:
-                    try:
-                        why = "disconnected" if gone() else None
-                    except Exception:  # noqa: BLE001 - a broken probe must not stop the watchdog
-                        why = None
-                if why is None:
-                    continue
-                reason.append(why)
-                for submission in submissions:
-                    submission.cancel()
-                self.release(handle)
+            try:
+                self._check()
+            except Exception:  # noqa: BLE001 - the watchdog must outlive any one request
+                logger.exception("the request watchdog hit an error; it goes on")
+
+    def _check(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            entries = list(self._watched.items())
+        for handle, (submissions, deadline, gone, reason) in entries:
+            why = "timeout" if now > deadline else None
+            if why is None and gone is not None:
+                try:
+                    why = "disconnected" if gone() else None
+                except Exception:  # noqa: BLE001 - a broken probe must not stop the watchdog
+                    why = None
+            if why is None:
+                continue
+            reason.append(why)
+            for submission in submissions:
+                submission.cancel()
+            self.release(handle)
 
 
 class Service:
@@ -144,8 +150,16 @@ class Service:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     # -- translation ----------------------------------------------------------------------
-    def submit(self, texts: list[str], target: str, order: str = "input") -> list[Submission]:
-        """Queue every text with interactive priority, without waiting for room.
+    def deadline(self) -> float:
+        """When a request starting now must be done (``time.monotonic()`` seconds)."""
+        return time.monotonic() + self.limits.timeout
+
+    def submit(self, texts: list[str], target: str, deadline: float) -> list[Submission]:
+        """Queue every text with interactive priority.
+
+        The first text does not wait for room in the queue: a full queue answers at once.
+        The request's later texts wait for room (the request's own earlier texts make it)
+        until ``deadline``.
 
         Raises:
             HTTPError: 503 (with ``Retry-After``) when the queue is full or the server stops;
@@ -155,15 +169,19 @@ class Service:
         submissions: list[Submission] = []
         try:
             for text in texts:
+                wait = max(0.0, deadline - time.monotonic()) if submissions else None
                 submissions.append(self.translator.submit(text, options, priority=Priority.INTERACTIVE,
-                                                          order=order, block=False))
+                                                          block=wait is not None, timeout=wait))
         except Busy:
             self._cancel(submissions)
+            if submissions:
+                raise self._stopped([]) from None
             raise HTTPError(503, "the translation queue is full; retry shortly",
                             (("Retry-After", str(RETRY_AFTER_BUSY)),)) from None
         except EngineClosed:
             self._cancel(submissions)
-            raise HTTPError(503, "the server is shutting down", (("Retry-After", str(RETRY_AFTER_BUSY)),)) from None
+            raise HTTPError(503, "the server is shutting down", (("Retry-After", str(RETRY_AFTER_BUSY)),
+                                                                   ("Connection", "close"))) from None
         except (InputError, ValueError) as exc:
             self._cancel(submissions)
             raise HTTPError(400, str(exc)) from None
@@ -172,6 +190,10 @@ class Service:
     def translate(self, texts: list[str], target: str, html: bool = False,
                   gone: Callable[[], bool] | None = None) -> list[str]:
         """Translate each text (plain, or HTML whose markup is kept); one string per text.
+
+        All of a request's text is submitted together under one deadline, so its
+        sentences share batches; HTML pieces that repeat (in one document or across
+        them) are translated once.
 
         Args:
             texts: The texts of one request.
@@ -182,49 +204,64 @@ class Service:
         Raises:
             HTTPError: 503 on timeout or a full queue, 500 when the runtime fails, 400 for bad text.
         """
+        deadline = self.deadline()
         if html:
-            out = []
-            for text in texts:
-                out.append(translate_html(text, lambda pieces: self.translate(pieces, target, gone=gone)))
-            return out
-        submissions = self.submit(texts, target)
-        results = self._collect(submissions, gone)
-        self.characters += sum(len(t) for t in texts)
-        return [join_results(sentences) for sentences in results]
+            documents = [extract(text) for text in texts]
+            units = list(dict.fromkeys(piece.text for pieces in documents for piece in pieces))
+        else:
+            units = texts
+        results = self._collect(self.submit(units, target, deadline), gone, deadline)
+        translated = [join_results(sentences) for sentences in results]
+        self._count(texts)
+        if not html:
+            return translated
+        table = dict(zip(units, translated))
+        return [rebuild(text, pieces, [table[piece.text] for piece in pieces])
+                for text, pieces in zip(texts, documents)]
 
     def stream(self, texts: list[str], target: str, gone: Callable[[], bool] | None = None
                ) -> Iterator[tuple[int, SentenceResult]]:
-        """Yield ``(text index, sentence)`` as each sentence is done, text by text in input order.
+        """Submit now (so a full queue or bad text raises here), then return a generator of
+        ``(text index, sentence)`` as each sentence is done, text by text in input order.
 
         Closing the generator cancels what is left.
         """
-        submissions = self.submit(texts, target)
-        handle, reason = self.watchdog.watch(submissions, time.monotonic() + self.limits.timeout, gone)
+        deadline = self.deadline()
+        return self._stream(self.submit(texts, target, deadline), texts, gone, deadline)
+
+    def _stream(self, submissions: list[Submission], texts: list[str], gone, deadline: float):
+        handle, reason = self.watchdog.watch(submissions, deadline, gone)
         try:
             for k, submission in enumerate(submissions):
+                count = 0
                 for result in submission:
-                    self._seen(result)
-                    yield k, result
-                if submission.cancelled:
+                    count += 1
+                    yield k, self._seen(result)
+                if count < len(submission):
                     raise self._stopped(reason)
-            self.characters += sum(len(t) for t in texts)
+            self._count(texts)
         except TranslationFailed as exc:
             raise HTTPError(500, f"translation failed: {exc}") from None
         finally:
             self.watchdog.release(handle)
             self._cancel(submissions)
 
-    def _collect(self, submissions: list[Submission], gone) -> list[list[SentenceResult]]:
-        handle, reason = self.watchdog.watch(submissions, time.monotonic() + self.limits.timeout, gone)
+    def _collect(self, submissions: list[Submission], gone, deadline: float) -> list[list[SentenceResult]]:
+        handle, reason = self.watchdog.watch(submissions, deadline, gone)
         try:
             results = [[self._seen(r) for r in submission] for submission in submissions]
         except TranslationFailed as exc:
+            self._cancel(submissions)
             raise HTTPError(500, f"translation failed: {exc}") from None
         finally:
             self.watchdog.release(handle)
-        if any(s.cancelled for s in submissions):
+        if any(len(got) < len(submission) for got, submission in zip(results, submissions)):
             raise self._stopped(reason)
         return results
+
+    def _count(self, texts: list[str]) -> None:
+        with self._lock:
+            self.characters += sum(len(t) for t in texts)
 
     def _seen(self, result: SentenceResult) -> SentenceResult:
         if self.on_sentence is not None:
