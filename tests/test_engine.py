@@ -304,3 +304,15 @@ def test_stats_count_batches_rows_tokens_and_failures(parts):
         translator.translate("This one fails.")
     assert translator.engine.stats().failed_batches == 1
     translator.close()
+
+
+def test_session_options_threads_and_spinning():
+    from edge_translator.core.sessions import session_options
+
+    options = session_options(3)
+    assert options.intra_op_num_threads == 3 and options.inter_op_num_threads == 1
+    with pytest.raises(RuntimeError):  # not set: ONNX Runtime's default, spinning
+        options.get_session_config_entry("session.intra_op.allow_spinning")
+    assert session_options(2, spin=False).get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(ValueError):
+        session_options(0)

@@ -90,7 +90,7 @@ class Seq2Seq:
         self._check_io()
 
     @classmethod
-    def load(cls, bundle: Bundle, threads: int | None = None) -> Seq2Seq:
+    def load(cls, bundle: Bundle, threads: int | None = None, spin: bool = True) -> Seq2Seq:
         """Open the bundle's graphs with the runtime's session options.
 
         Warns (one line) when the bundle's weight scheme is slow on this CPU, and refuses one
@@ -99,8 +99,8 @@ class Seq2Seq:
         warning = check_runtime(bundle.manifest)
         if warning:
             logger.warning(warning)
-        return cls(create_session(bundle.file(bundle.encoder.file), threads),
-                   create_session(bundle.file(bundle.decoder.file), threads), bundle)
+        return cls(create_session(bundle.file(bundle.encoder.file), threads, spin),
+                   create_session(bundle.file(bundle.decoder.file), threads, spin), bundle)
 
     def _check_io(self) -> None:
         for spec, session in ((self.bundle.encoder, self.encoder), (self.bundle.decoder, self.decoder)):

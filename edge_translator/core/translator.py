@@ -213,7 +213,7 @@ class Translator:
 
     @classmethod
     def load(cls, path: str | Path | None = None, threads: int | None = None, cache=_DEFAULT_CACHE,
-             engine: EngineOptions | None = None) -> Translator:
+             engine: EngineOptions | None = None, spin: bool = True) -> Translator:
         """Find, verify and open a bundle.
 
         Args:
@@ -221,6 +221,9 @@ class Translator:
             threads: ONNX Runtime intra-op threads (physical cores by default).
             cache: See :meth:`__init__`; ``None`` turns caching off.
             engine: Scheduler options (batch size, queue bound, ...).
+            spin: Let ONNX Runtime's threads spin between operators (see
+                :func:`~.sessions.session_options`); a server whose other threads need
+                the cores turns it off.
 
         Raises:
             BundleError: If the bundle is missing or corrupt.
@@ -228,7 +231,7 @@ class Translator:
         bundle = load_bundle(resolve_model(path))
         tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab,
                                    bundle.eos_id, bundle.unk_id, bundle.pad_id)
-        return cls(bundle, Seq2Seq.load(bundle, threads), tokenizer, cache, engine)
+        return cls(bundle, Seq2Seq.load(bundle, threads, spin), tokenizer, cache, engine)
 
     def _target(self, options: TranslateOptions) -> tuple[str, int]:
         name = options.target or self.bundle.default_target

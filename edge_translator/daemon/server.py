@@ -109,7 +109,7 @@ class Daemon:
                 connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
                 cleanup_interval=int(max(1, min(30, options.timeout / 2))),
                 max_request_body_size=BODY_SLACK * options.max_body, channel_request_lookahead=1,
-                ident="edge-translator", clear_untrusted_proxy_headers=True, asyncore_loop_timeout=0.2)
+                ident="edge-translator", clear_untrusted_proxy_headers=True, asyncore_loop_timeout=1)
         except OSError as exc:
             self.app.close()
             raise InputError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}; "
@@ -130,6 +130,7 @@ class Daemon:
         """Stop accepting and finish the requests in flight (safe from any thread or a signal handler)."""
         if self._stop_at is None:
             self._stop_at = time.monotonic()
+            self.server.pull_trigger()  # wake the event loop, which may be waiting on its sockets
 
     def run(self) -> None:
         """Serve until :meth:`stop`, then until the requests in flight are answered (or
@@ -177,7 +178,8 @@ def serve(options: ServeOptions) -> int:
         read_keys(options.api_keys, options.req_limit)  # a bad key file fails before the model loads
     started = time.perf_counter()
     cache = LRUCache(options.cache_size) if options.cache_size else None
-    translator = Translator.load(options.model, options.threads, cache=cache)
+    # spinning ONNX Runtime threads would take the cores from the HTTP threads
+    translator = Translator.load(options.model, options.threads, cache=cache, spin=False)
     try:
         translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait
         daemon = Daemon(options, translator)
