@@ -10,11 +10,9 @@ import pytest
 
 from edge_translator.core.bundle import load_bundle
 from edge_translator.toolchain.quantize import QuantizeOptions, check_int8, unquantized_weights
-from edge_translator.toolchain.testmodels import english_sentences
 
 from .conftest import run_cli
-from .test_blockquant import _logit_spread, _parts
-from .ties import assert_equal_or_tie, greedy_tie, onnx_next_logprobs
+from .test_blockquant import _logit_spread, check_batch_mates
 
 torch = pytest.importorskip("torch")  # the export extra; CI installs it
 
@@ -78,17 +76,7 @@ def test_int8r_stores_weights_like_int8(int8r_bundle, tiny_int8):
 
 def test_output_does_not_depend_on_batch_mates(int8r_bundle, tie_counter):
     """A sentence decodes to the same ids alone and in batches of any company (near-ties aside)."""
-    bundle, tokenizer, model = _parts(int8r_bundle[0])
-    target = bundle.targets[bundle.default_target].id
-    sources = [tokenizer.encode(s, target) for s in english_sentences(24, seed=13)]
-    scorer = onnx_next_logprobs(model)
-    alone = [model.greedy_all([s], 24)[0] for s in sources]
-    batched = model.greedy_all(sources, 24) + model.greedy_all(sources[::-1], 24)[::-1]
-    for k, hyp in enumerate(batched):
-        src, ref = sources[k % len(sources)], alone[k % len(sources)]
-        assert_equal_or_tie(tie_counter, src, hyp.ids, ref.ids, lambda: greedy_tie(
-            src, hyp.ids, ref.ids, bundle.eos_id, scorer, hyp.stop == "eos", ref.stop == "eos"))
-    assert tie_counter.equal >= 0.95 * tie_counter.compared
+    check_batch_mates(int8r_bundle[0], tie_counter, seed=13)
 
 
 def test_int8r_is_batch_invariant_where_int8_is_not(int8r_bundle, tiny_int8):
