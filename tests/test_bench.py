@@ -9,8 +9,19 @@ from .conftest import run_cli
 pytest.importorskip("ctranslate2")
 
 
+SERVE_RUN = {  # an earlier `bench-serve` row, which a bench run must keep
+    "command": "edge-translator bench-serve", "machine": {"cpu": "Test CPU"}, "model": "demo", "quantization": "rowwise",
+    "options": {"sentences_per_request": 1, "threads": 2},
+    "sequential": {"req_s": 10.0, "errors": {}, "seconds": 30.0, "clients": 1},
+    "concurrent": {"req_s": 30.0, "clients": 16, "p50_ms": 90.0, "p99_ms": 200.0, "errors": {}, "seconds": 60.0},
+    "ratio": 3.0, "rss_idle_mb": 90.0, "rss_start_mb": 100.0, "rss_end_mb": 101.0, "rss_growth": 0.01, "exit_code": 0,
+}
+
+
 def test_bench_smoke_writes_report(tmp_path):
     out = tmp_path / "docs"
+    out.mkdir()
+    (out / "benchmarks.json").write_text(json.dumps({"serve": {"demo": SERVE_RUN}}))
     result = run_cli("bench", "--smoke", "--work", str(tmp_path / "work"), "--out", str(out))
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads((out / "benchmarks.json").read_text())
@@ -26,6 +37,7 @@ def test_bench_smoke_writes_report(tmp_path):
     assert (out / "benchmarks-throughput.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "benchmarks.md").read_text()
     assert "SMOKE RUN" in report and "| ct2-int8 |" in report and "| ours-q4 |" in report
+    assert data["serve"] == {"demo": SERVE_RUN} and "## Daemon under load" in report and "| demo (rowwise) |" in report
     _check_load(data["load"], soak=True)
     assert "## Engine under load" in report and "| 16 |" in report and "max_bulk_batches=2" in report
 
