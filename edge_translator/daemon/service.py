@@ -106,7 +106,6 @@ class Service:
         self.watchdog = Watchdog()
         self._lock = threading.Lock()
         self._in_flight = 0
-        self._idle = threading.Condition(self._lock)
         self.characters = 0
         """Characters translated since start (DeepL's usage counter)."""
         self.on_sentence: Callable[[SentenceResult], object] | None = None
@@ -136,18 +135,12 @@ class Service:
     def leave(self) -> None:
         with self._lock:
             self._in_flight -= 1
-            self._idle.notify_all()
 
     @property
     def in_flight(self) -> int:
         """Requests being answered now."""
         with self._lock:
             return self._in_flight
-
-    def drain(self, timeout: float) -> bool:
-        """Wait until no request is in flight; ``False`` if ``timeout`` passed first."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     # -- translation ----------------------------------------------------------------------
     def deadline(self) -> float:
