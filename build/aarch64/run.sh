@@ -6,8 +6,8 @@
 #   bash build/aarch64/run.sh            # needs root (apt) and the package registries
 #
 # Environment knobs: CPUS="cortex-a72 cortex-a76" (models to run), WORK=... (downloads and
-# scratch; default work/aarch64, git-ignored), REEXPORT=1 (export the q8/q4 bundles again),
-# PARITY_STRICT=1 (fail when a q8/q4 sentence differs from x86), PROBE=0 (skip the probes).
+# scratch; default work/aarch64, git-ignored), REEXPORT=1 (export the int8r/q8/q4 bundles again),
+# PARITY_STRICT=1 (fail when an int8r/q8/q4 sentence differs from x86), PROBE=0 (skip the probes).
 #
 # Pinned: onnxruntime 1.32.0, the newest release and the one the x86 venv runs (so the
 # parity check compares like with like). It is >= 1.23, which 8-bit MatMulNBits on ARM64
@@ -156,14 +156,14 @@ print(m.group(1), 'asimddp' in t, 'avx2' in t)" 2>&1 || true)
 fi
 
 # --- host side: bundles and x86 reference ids -------------------------------------------
-for q in q8 q4; do
+for q in int8r q8 q4; do
     if [ "${REEXPORT:-0}" = 1 ] || [ ! -f "$WORK/tiny-$q/bundle.json" ]; then
-        log "exporting tests/fixtures/tiny-marian as $q (block 16) on the host"
+        log "exporting tests/fixtures/tiny-marian as $q on the host"
         "$EXPORT" export "$REPO/tests/fixtures/tiny-marian" "$WORK/tiny-$q" --quantize $q --block-size 16 --force \
             >"$WORK/logs/export-$q.log" 2>&1 || die "export $q (see $WORK/logs/export-$q.log)"
     fi
 done
-BUNDLES=(int8="$REPO/tests/fixtures/tiny-int8" q8="$WORK/tiny-q8" q4="$WORK/tiny-q4")
+BUNDLES=(int8="$REPO/tests/fixtures/tiny-int8" int8r="$WORK/tiny-int8r" q8="$WORK/tiny-q8" q4="$WORK/tiny-q4")
 HOST_ORT=$("$HOSTPY" -c 'import onnxruntime; print(onnxruntime.__version__)')
 [ "$HOST_ORT" = "$ORT_VERSION" ] || log "note: the x86 venv has onnxruntime $HOST_ORT, the guest $ORT_VERSION"
 (cd "$REPO" && env -u EDGE_TRANSLATOR_CPUINFO PYTHONPATH="$REPO" "$HOSTPY" "$HERE/ids.py" "$WORK/ids-x86_64.json" "${BUNDLES[@]}") \
@@ -241,8 +241,8 @@ for cpu in $CPUS; do
     if (cd "$REPO" && "$PY" "$HERE/ids.py" "$WORK/ids-$cpu.json" "${BUNDLES[@]}") >"$WORK/logs/ids-$cpu.log" 2>&1; then
         python3 "$HERE/compare.py" "$WORK/ids-x86_64.json" "$WORK/ids-$cpu.json" >"$WORK/logs/parity-$cpu.txt"
         while read -r line; do status+=("parity vs x86: $line"); done < <(grep -v '^warning' "$WORK/logs/parity-$cpu.txt")
-        if [ "${PARITY_STRICT:-0}" = 1 ] && grep -E '^q(8|4) ' "$WORK/logs/parity-$cpu.txt" | grep -vqE 'batch1 ([0-9]+)/\1 batched ([0-9]+)/\2 '; then
-            FAIL=1; status+=("parity FAILED (PARITY_STRICT=1): a q8/q4 sentence differs from x86")
+        if [ "${PARITY_STRICT:-0}" = 1 ] && grep -E '^(int8r|q8|q4) ' "$WORK/logs/parity-$cpu.txt" | grep -vqE 'batch1 ([0-9]+)/\1 batched ([0-9]+)/\2 '; then
+            FAIL=1; status+=("parity FAILED (PARITY_STRICT=1): an int8r/q8/q4 sentence differs from x86")
         fi
         # Where ids differ: how close was the decision, scored on x86 and under emulation?
         if grep -vqE '^warning|batch1 ([0-9]+)/\1 batched ([0-9]+)/\2 ' "$WORK/logs/parity-$cpu.txt"; then
