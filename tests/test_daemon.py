@@ -542,3 +542,12 @@ def test_html_documents_share_one_deadline_and_repeated_pieces_are_decoded_once(
                                                              "format": "html"})
         assert status == 503 and "1 s limit" in json.loads(data)["error"]
         assert time.monotonic() - started < 4  # one deadline for the request, not one per document
+
+
+def test_lean_memory_sets_glibc_thresholds():
+    """The daemon's malloc settings apply where glibc is (this test's Linux)."""
+    import platform
+
+    from edge_translator.daemon.server import _lean_malloc
+
+    assert _lean_malloc() is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")

@@ -314,5 +314,22 @@ def test_session_options_threads_and_spinning():
     with pytest.raises(RuntimeError):  # not set: ONNX Runtime's default, spinning
         options.get_session_config_entry("session.intra_op.allow_spinning")
     assert session_options(2, spin=False).get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.enable_cpu_mem_arena and not session_options(2, arena=False).enable_cpu_mem_arena
     with pytest.raises(ValueError):
         session_options(0)
+
+
+def test_memory_modes_give_the_same_translations(tiny_fp32):
+    from edge_translator.core.bundle import load_bundle
+
+    bundle = load_bundle(tiny_fp32)
+    text = " ".join(english_sentences(4, seed=41))
+    outputs = {}
+    for memory in ("arena", "shrink", "none"):
+        model = Seq2Seq.load(bundle, threads=1, memory=memory)
+        assert (model.run_options is not None) == (memory == "shrink")
+        with Translator.load(tiny_fp32, threads=1, cache=None, memory=memory) as translator:
+            outputs[memory] = [r.ids for r in translator.translate_iter(text)]
+    assert outputs["arena"] == outputs["shrink"] == outputs["none"]
+    with pytest.raises(ValueError, match="memory must be one of"):
+        Seq2Seq.load(bundle, memory="tight")

@@ -21,6 +21,9 @@ from .sessions import create_session
 
 logger = logging.getLogger(__name__)
 
+#: How ONNX Runtime holds memory between calls (see :meth:`Seq2Seq.load`).
+MEMORY_MODES = ("arena", "shrink", "none")
+
 #: Why a row stopped: it produced ``</s>``, reached its length limit, or looped.
 EOS, LENGTH, REPETITION = "eos", "length", "repetition"
 
@@ -76,6 +79,8 @@ class Seq2Seq:
         self.encoder = encoder
         self.decoder = decoder
         self.bundle = bundle
+        self.run_options = None
+        """``onnxruntime.RunOptions`` passed to every call, or ``None``."""
         self.layers = bundle.num_layers
         self.heads = bundle.num_heads
         self.head_dim = bundle.head_dim
@@ -90,8 +95,16 @@ class Seq2Seq:
         self._check_io()
 
     @classmethod
-    def load(cls, bundle: Bundle, threads: int | None = None, spin: bool = True) -> Seq2Seq:
+    def load(cls, bundle: Bundle, threads: int | None = None, spin: bool = True, memory: str = "arena") -> Seq2Seq:
         """Open the bundle's graphs with the runtime's session options.
+
+        Args:
+            bundle: The verified bundle.
+            threads: Intra-op threads (physical cores by default).
+            spin: See :func:`.sessions.session_options`.
+            memory: ``"arena"``: ONNX Runtime keeps the largest buffers any call needed
+                (fastest); ``"shrink"``: the arena gives back what a call no longer uses when
+                it ends, for long-running processes; ``"none"``: no arena.
 
         Warns (one line) when the bundle's weight scheme is slow on this CPU, and refuses one
         that needs a newer ONNX Runtime (see :func:`.cpu.check_runtime`).
@@ -99,8 +112,17 @@ class Seq2Seq:
         warning = check_runtime(bundle.manifest)
         if warning:
             logger.warning(warning)
-        return cls(create_session(bundle.file(bundle.encoder.file), threads, spin),
-                   create_session(bundle.file(bundle.decoder.file), threads, spin), bundle)
+        if memory not in MEMORY_MODES:
+            raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
+        arena = memory != "none"
+        model = cls(create_session(bundle.file(bundle.encoder.file), threads, spin, arena),
+                    create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle)
+        if memory == "shrink":
+            import onnxruntime as ort
+
+            model.run_options = ort.RunOptions()
+            model.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        return model
 
     def _check_io(self) -> None:
         for spec, session in ((self.bundle.encoder, self.encoder), (self.bundle.decoder, self.decoder)):
@@ -117,7 +139,7 @@ class Seq2Seq:
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[list, list]:
         """Run the encoder; return per-layer cross K and cross V, each [B, H, S, Dh]."""
         names = [f"cross_key.{i}" for i in range(self.layers)] + [f"cross_value.{i}" for i in range(self.layers)]
-        out = self.encoder.run(names, {"input_ids": input_ids, "attention_mask": attention_mask})
+        out = self.encoder.run(names, {"input_ids": input_ids, "attention_mask": attention_mask}, *self._run_args())
         return out[: self.layers], out[self.layers:]
 
     def step(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
@@ -131,8 +153,11 @@ class Seq2Seq:
             feed[f"cross_value.{i}"] = cross_v[i]
         names = (["logits"] + [f"present_key.{i}" for i in range(self.layers)]
                  + [f"present_value.{i}" for i in range(self.layers)])
-        out = self.decoder.run(names, feed)
+        out = self.decoder.run(names, feed, *self._run_args())
         return out[0], out[1: 1 + self.layers], out[1 + self.layers:]
+
+    def _run_args(self) -> tuple:
+        return () if self.run_options is None else (self.run_options,)
 
     def empty_cache(self, batch: int) -> list[np.ndarray]:
         """Self-attention K or V of length zero, one per layer."""

@@ -213,7 +213,7 @@ class Translator:
 
     @classmethod
     def load(cls, path: str | Path | None = None, threads: int | None = None, cache=_DEFAULT_CACHE,
-             engine: EngineOptions | None = None, spin: bool = True) -> Translator:
+             engine: EngineOptions | None = None, spin: bool = True, memory: str = "arena") -> Translator:
         """Find, verify and open a bundle.
 
         Args:
@@ -224,6 +224,9 @@ class Translator:
             spin: Let ONNX Runtime's threads spin between operators (see
                 :func:`~.sessions.session_options`); a server whose other threads need
                 the cores turns it off.
+            memory: ``"arena"`` (fastest), ``"shrink"`` (give back what a call no longer
+                uses, for a long-running process) or ``"none"``; see
+                :meth:`~.decode.Seq2Seq.load`.
 
         Raises:
             BundleError: If the bundle is missing or corrupt.
@@ -231,7 +234,7 @@ class Translator:
         bundle = load_bundle(resolve_model(path))
         tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab,
                                    bundle.eos_id, bundle.unk_id, bundle.pad_id)
-        return cls(bundle, Seq2Seq.load(bundle, threads, spin), tokenizer, cache, engine)
+        return cls(bundle, Seq2Seq.load(bundle, threads, spin, memory), tokenizer, cache, engine)
 
     def _target(self, options: TranslateOptions) -> tuple[str, int]:
         name = options.target or self.bundle.default_target

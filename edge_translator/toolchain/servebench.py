@@ -44,6 +44,8 @@ class ServeBenchOptions:
     """ONNX Runtime threads of the daemon."""
     http_threads: int = 32
     """The daemon's ``--http-threads``."""
+    lean_memory: bool = False
+    """Run the daemon with ``--lean-memory``."""
     warmup_seconds: float = 10.0
     """Concurrent requests before the measured run (not counted): ONNX Runtime allocates
     its buffers for the larger batches then, so RSS over the run shows growth, not that."""
@@ -73,7 +75,7 @@ class _Daemon:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "edge_translator.cli", "serve", "--port", "0", "--model", str(model),
              "--threads", str(opts.threads), "--cache", "0", "--char-limit", "0", "--timeout", "120",
-             "--http-threads", str(opts.http_threads)],
+             "--http-threads", str(opts.http_threads), *(["--lean-memory"] if opts.lean_memory else [])],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
         self.url = None
         deadline = time.monotonic() + 300
@@ -197,7 +199,8 @@ def render_section(runs: dict) -> list[str]:
         seq, con, o = run["sequential"], run["concurrent"], run["options"]
         errors = sum(seq["errors"].values()) + sum(con["errors"].values())
         growth = "" if run["rss_growth"] is None else f" ({100 * run['rss_growth']:+.1f}%)"
-        lines.append(f"| {run['model']} ({run['quantization']}) | {run['machine'].get('cpu', '?')} | "
+        lean = " --lean-memory" if run["options"].get("lean_memory") else ""
+        lines.append(f"| {run['model']} ({run['quantization']}){lean} | {run['machine'].get('cpu', '?')} | "
                      f"{o['sentences_per_request']} | {seq['req_s']} | {con['clients']} | {con['req_s']} | "
                      f"{run['ratio']}x | {con['p50_ms']} ms | {con['p99_ms']} ms | {errors} | "
                      f"{run.get('rss_idle_mb')}; {run['rss_start_mb']} → {run['rss_end_mb']} MB{growth} | "
