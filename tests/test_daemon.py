@@ -551,3 +551,35 @@ def test_lean_memory_sets_glibc_thresholds():
     from edge_translator.daemon.server import _lean_malloc
 
     assert _lean_malloc() is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+
+
+def test_the_watchdog_sleeps_while_nothing_is_in_flight():
+    from edge_translator.daemon.service import Watchdog
+
+    class Counting(Watchdog):
+        checks = 0
+
+        def _check(self):
+            Counting.checks += 1
+            super()._check()
+
+    class Slow:
+        cancelled = False
+
+        def cancel(self):
+            self.cancelled = True
+
+    watchdog = Counting(interval=0.01)
+    submission = Slow()
+    handle, reason = watchdog.watch([submission], time.monotonic() + 0.1, None)
+    time.sleep(0.3)
+    assert submission.cancelled and reason == ["timeout"] and Counting.checks >= 5
+    watchdog.release(handle)
+    settled = Counting.checks
+    time.sleep(0.3)
+    assert Counting.checks <= settled + 1  # idle: no more looking
+    gone = {"now": False}
+    watchdog.watch([Slow()], time.monotonic() + 60, lambda: gone["now"])
+    time.sleep(0.1)
+    assert Counting.checks > settled + 1  # woken by the next request
+    watchdog.close()

@@ -40,14 +40,18 @@ class Limits:
 
 
 class Watchdog:
-    """One thread that cancels submissions past their deadline or of disconnected clients."""
+    """One thread that cancels submissions past their deadline or of disconnected clients.
+
+    It looks every ``interval`` seconds while requests are being answered, and sleeps
+    without waking while none are (an idle daemon on a board should cost nothing).
+    """
 
     def __init__(self, interval: float = 0.05):
         self._interval = interval
         self._watched: dict[int, tuple[list[Submission], float, Callable[[], bool] | None, list[str]]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._stopped = False
         self._ids = iter(range(1 << 62))
 
     def watch(self, submissions: list[Submission], deadline: float,
@@ -61,6 +65,7 @@ class Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="edge-translator-watchdog", daemon=True)
                 self._thread.start()
+            self._lock.notify_all()
         return handle, reason
 
     def release(self, handle: int) -> None:
@@ -69,10 +74,19 @@ class Watchdog:
             self._watched.pop(handle, None)
 
     def close(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stopped = True
+            self._lock.notify_all()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: self._stopped or self._watched)  # idle: no wake-ups
+                if self._stopped:
+                    return
+                self._lock.wait(self._interval)  # a request is in flight: look again soon
+                if self._stopped:
+                    return
             try:
                 self._check()
             except Exception:  # noqa: BLE001 - the watchdog must outlive any one request
