@@ -409,7 +409,12 @@ def test_a_runtime_failure_is_a_500_and_the_server_goes_on(demo_parts):
         assert client.json("POST", "/translate", {"q": "Hello there.", "target": "zh"})[0] == 200
 
 
-def test_a_full_queue_answers_503_with_retry_after(demo_parts):
+@contextmanager
+def full_queue(demo_parts):
+    """A daemon whose engine queue is full: its worker is stuck on a first request's first step.
+
+    Yields the client; on exit the worker goes on and that first request must succeed.
+    """
     translator, _, decoder = _translator(demo_parts, max_batch_size=1, max_queued=2)
     decoder.gate.clear()  # the worker blocks on its first step
     with running(translator) as (_, client):
@@ -420,11 +425,23 @@ def test_a_full_queue_answers_503_with_retry_after(demo_parts):
         deadline = time.monotonic() + 10
         while translator.engine.queued < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        status, headers, data = client.call("POST", "/translate", {"q": "Hello.", "target": "zh"})
-        assert status == 503 and headers["Retry-After"] == "2" and "queue is full" in json.loads(data)["error"]
+        yield client
         decoder.gate.set()
         worker.join(30)
         assert first["answer"][0] == 200
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/translate", {"q": "Hello.", "target": "zh"}),
+    ("/v1/translate", {"text": "Hello.", "stream": True}),  # streamed: still a 503, not a 200 with an error line
+    ("/v2/translate", {"text": ["Hello."], "target_lang": "ZH"}),
+])
+def test_a_full_queue_answers_503_with_retry_after(demo_parts, path, body):
+    with full_queue(demo_parts) as client:
+        status, headers, data = client.call("POST", path, body)
+        answer = json.loads(data)
+        assert status == 503 and headers["Retry-After"] == "2"
+        assert "queue is full" in answer["message" if path.startswith("/v2/") else "error"]
 
 
 def test_a_translation_past_the_timeout_is_cancelled_with_503(demo_parts):
@@ -504,25 +521,10 @@ def test_stop_drains_requests_in_flight(demo_parts):
     translator.close()
 
 
-def test_a_stream_that_cannot_start_is_an_http_error(demo_parts):
-    """A full queue is a 503 for a streamed request too, not a 200 carrying an error line."""
-    translator, _, decoder = _translator(demo_parts, max_batch_size=1, max_queued=2)
-    decoder.gate.clear()
-    with running(translator) as (_, client):
-        first: dict = {}
-        worker = threading.Thread(target=lambda: first.update(
-            answer=client.json("POST", "/translate", {"q": "One. Two. Three. Four.", "target": "zh"})))
-        worker.start()
-        deadline = time.monotonic() + 10
-        while translator.engine.queued < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        status, headers, data = client.call("POST", "/v1/translate", {"text": "Hello.", "stream": True})
-        assert status == 503 and headers["Retry-After"] == "2" and "queue is full" in json.loads(data)["error"]
-        status, _, data = client.call("POST", "/v1/translate", {"text": "bad \ud800 text", "stream": True})
-        assert status == 400 and "not valid Unicode" in json.loads(data)["error"]
-        decoder.gate.set()
-        worker.join(30)
-        assert first["answer"][0] == 200
+def test_a_stream_with_bad_text_is_a_400_before_any_line(demo):
+    _, client = demo
+    status, _, data = client.call("POST", "/v1/translate", {"text": "bad \ud800 text", "stream": True})
+    assert status == 400 and "not valid Unicode" in json.loads(data)["error"]
 
 
 def test_html_documents_share_one_deadline_and_repeated_pieces_are_decoded_once(demo_parts):
