@@ -77,3 +77,31 @@ class LRUCache:
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
+
+
+class ChainedCache:
+    """Several caches in order, e.g. the in-memory LRU before a persistent translation memory.
+
+    ``get`` asks each in turn and copies a hit into the ones before it; ``put`` stores in all.
+    """
+
+    def __init__(self, *caches: TranslationCache):
+        """Args:
+            caches: The caches, fastest first.
+        """
+        if not caches:
+            raise ValueError("ChainedCache needs at least one cache")
+        self.caches = caches
+
+    def get(self, key: CacheKey) -> CachedTranslation | None:
+        for i, cache in enumerate(self.caches):
+            value = cache.get(key)
+            if value is not None:
+                for earlier in self.caches[:i]:
+                    earlier.put(key, value)
+                return value
+        return None
+
+    def put(self, key: CacheKey, value: CachedTranslation) -> None:
+        for cache in self.caches:
+            cache.put(key, value)

@@ -65,6 +65,9 @@ class ServeOptions:
     """Seconds to finish requests in flight after SIGTERM."""
     cache_size: int = 4096
     """Sentences kept in the in-memory translation cache (0: no cache)."""
+    memory: str | None = None
+    """A translation memory file (SQLite, the one ``edge-translator docs`` fills) consulted
+    after the in-memory cache; sentences the daemon decodes are added to it."""
     cors_origin: str | None = None
     """Answer browsers from this origin (``"*"``: any) with CORS headers; ``None``: none."""
     lean_memory: bool = False
@@ -175,8 +178,9 @@ def serve(options: ServeOptions) -> int:
         InputError: If the key file is unusable or the address cannot be bound.
         MissingDependencyError: Without the ``serve`` extra.
     """
-    from ..core.cache import LRUCache
+    from ..core.cache import ChainedCache, LRUCache
     from ..core.errors import require
+    from ..core.memory import TranslationMemory
     from ..core.translator import Translator
 
     require("waitress", "serve")
@@ -184,7 +188,10 @@ def serve(options: ServeOptions) -> int:
     if options.api_keys:
         read_keys(options.api_keys, options.req_limit)  # a bad key file fails before the model loads
     started = time.perf_counter()
-    cache = LRUCache(options.cache_size) if options.cache_size else None
+    caches = [LRUCache(options.cache_size)] if options.cache_size else []
+    if options.memory:
+        caches.append(TranslationMemory(options.memory))
+    cache = ChainedCache(*caches) if len(caches) > 1 else (caches[0] if caches else None)
     # spinning ONNX Runtime threads would take the cores from the HTTP threads
     lean = options.lean_memory and _lean_malloc()
     translator = Translator.load(options.model, options.threads, cache=cache, spin=False,

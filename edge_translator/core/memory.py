@@ -1,0 +1,222 @@
+"""A persistent translation memory: finished sentences in SQLite, reused across runs.
+
+:class:`TranslationMemory` is a :class:`~edge_translator.core.cache.TranslationCache`, so it
+plugs into ``Translator.load(..., cache=memory)`` wherever a translator runs: the document
+translator, the daemon or the GUI. Exact matches only. An entry is keyed by the
+whitespace-normalized sentence, the model's identity, the target and every option that
+changes the output; entries imported from another tool (TMX) belong to no model and are
+preferred, since a person chose them.
+
+Several threads and several processes may use one file at once: each thread gets its own
+connection, the database runs in WAL mode and writers wait for one another
+(``busy_timeout``). Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import os
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cache import CachedTranslation, CacheKey
+from .errors import InputError
+
+logger = logging.getLogger(__name__)
+
+#: ``model`` of entries that came from outside (TMX import): they match any model and options.
+IMPORTED = ""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    source  TEXT NOT NULL,
+    target  TEXT NOT NULL,
+    model   TEXT NOT NULL,
+    options TEXT NOT NULL,
+    text    TEXT NOT NULL,
+    ids     BLOB,
+    stop    TEXT NOT NULL,
+    score   REAL,
+    origin  TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (source, target, model, options)
+) WITHOUT ROWID;
+"""
+
+
+def default_path() -> Path:
+    """Where the memory lives by default: the user's data directory.
+
+    ``$XDG_DATA_HOME/edge-translator/memory.sqlite`` (``~/.local/share/...`` when unset) on
+    Linux and other Unix systems, ``%LOCALAPPDATA%\\edge-translator\\memory.sqlite`` on Windows
+    and ``~/Library/Application Support/edge-translator/memory.sqlite`` on macOS.
+    """
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "edge-translator" / "memory.sqlite"
+
+
+def options_key(key: CacheKey) -> str:
+    """The options part of a key, as stored."""
+    return f"beam={key.beam_size};max={key.max_length};guard={int(key.repetition_guard)}"
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One stored sentence pair."""
+
+    source: str
+    text: str
+    target: str
+    model: str
+    origin: str
+    """``"decoded"`` (this program translated it) or ``"imported"`` (from a TMX file)."""
+    created: float
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """What a memory holds."""
+
+    path: Path
+    entries: int
+    imported: int
+    models: int
+    targets: dict[str, int]
+    bytes: int
+
+
+class TranslationMemory:
+    """Sentences translated before, in a SQLite file shared by threads and processes."""
+
+    def __init__(self, path: str | Path | None = None):
+        """Open (and create, with its directory) the memory at ``path``.
+
+        Args:
+            path: The SQLite file; ``None`` means :func:`default_path`.
+
+        Raises:
+            InputError: If the file cannot be opened or is not a translation memory.
+        """
+        self.path = Path(path) if path is not None else default_path()
+        self.hits = 0
+        self.misses = 0
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the directory of the translation memory {self.path} "
+                             f"({exc.strerror}); pass --tm with a writable path") from None
+        self._db().executescript(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise InputError(f"{self.path} is not a usable translation memory ({exc}); "
+                                 "pass another path with --tm, or move this file away") from None
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    def get(self, key: CacheKey) -> CachedTranslation | None:
+        """The stored translation of ``key``'s sentence: an imported one first, then one this
+        model decoded with the same options."""
+        row = self._db().execute(
+            "SELECT text, ids, stop, score FROM entries WHERE source = ? AND target = ? AND "
+            "((model = ? AND options = ?) OR (model = ? AND options = '')) ORDER BY model = ? DESC LIMIT 1",
+            (key.sentence, key.target, key.model, options_key(key), IMPORTED, IMPORTED)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        text, ids, stop, score = row
+        return CachedTranslation(text, tuple(array.array("i", ids or b"")), stop,
+                                 float("nan") if score is None else score)
+
+    def put(self, key: CacheKey, value: CachedTranslation) -> None:
+        """Store a sentence this model decoded (an existing entry is replaced)."""
+        self._db().execute(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'decoded', ?)",
+            (key.sentence, key.target, key.model, options_key(key), value.text,
+             array.array("i", value.ids).tobytes(), value.stop, value.score, time.time()))
+
+    def add(self, source: str, text: str, target: str) -> None:
+        """Store a pair that came from outside (it matches every model)."""
+        self._db().execute(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, '', ?, NULL, 'memory', NULL, 'imported', ?)",
+            (" ".join(source.split()), target, IMPORTED, text, time.time()))
+
+    def add_many(self, pairs: Iterator[tuple[str, str, str]]) -> int:
+        """Store many outside pairs ``(source, text, target)`` in one transaction; returns the count."""
+        db = self._db()
+        count = 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for source, text, target in pairs:
+                db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, '', ?, NULL, 'memory', NULL, "
+                           "'imported', ?)", (" ".join(source.split()), target, IMPORTED, text, time.time()))
+                count += 1
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return count
+
+    def entries(self, target: str | None = None) -> Iterator[MemoryEntry]:
+        """Every stored pair (optionally of one target), oldest first, read lazily."""
+        query = "SELECT source, text, target, model, origin, created FROM entries"
+        args: tuple = ()
+        if target is not None:
+            query += " WHERE target = ?"
+            args = (target,)
+        for row in self._db().execute(query + " ORDER BY created", args):
+            yield MemoryEntry(*row)
+
+    def stats(self) -> MemoryStats:
+        """Counts of what is stored."""
+        db = self._db()
+        entries, imported, models = db.execute(
+            "SELECT count(*), sum(model = ''), count(DISTINCT nullif(model, '')) FROM entries").fetchone()
+        targets = dict(db.execute("SELECT target, count(*) FROM entries GROUP BY target ORDER BY target"))
+        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return MemoryStats(self.path, entries, imported or 0, models, targets, size)
+
+    def clear(self) -> int:
+        """Forget everything; returns how many entries were removed."""
+        db = self._db()
+        count = db.execute("DELETE FROM entries").rowcount
+        db.execute("VACUUM")
+        return count
+
+    def close(self) -> None:
+        """Close every thread's connection. Safe to call twice."""
+        with self._lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> TranslationMemory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
