@@ -194,3 +194,25 @@ def test_bench_serve_smoke_writes_its_section(tmp_path):
     assert run["ratio"] > 0 and run["concurrent"]["p50_ms"] <= run["concurrent"]["p99_ms"]
     report = (out / "benchmarks.md").read_text()
     assert "## Batch 1\n\nkept" in report and "## Daemon under load" in report and "| tatoeba-en-zh-small" in report
+
+
+def test_the_daemon_reuses_and_fills_a_translation_memory(tmp_path):
+    """A memory filled by `docs` (here: by hand) answers the daemon; what it decodes is added."""
+    from libretranslatepy import LibreTranslateAPI
+
+    from edge_translator.core.memory import TranslationMemory
+
+    path = tmp_path / "memory.sqlite"
+    with TranslationMemory(path) as memory:
+        memory.add("The red lamp is broken.", "红灯坏了（来自记忆库）。", "zh-Hans")
+    daemon = Served("--tm", str(path), "--cache", "16")
+    try:
+        api = LibreTranslateAPI(daemon.url)
+        assert api.translate("The red lamp is broken.", "en", "zh") == "红灯坏了（来自记忆库）。"
+        fresh = api.translate("Where is the train station?", "en", "zh")
+        assert _cjk(fresh)
+    finally:
+        assert daemon.stop() == 0
+    with TranslationMemory(path) as memory:
+        decoded = {(e.source, e.text) for e in memory.entries() if e.origin == "decoded"}
+    assert ("Where is the train station?", fresh) in decoded
