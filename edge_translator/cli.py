@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 unexpected error; 2 bad command-line usage; 3 missing or
 corrupt model bundle; 4 unusable input (for example invalid UTF-8); 5 export failed;
-6 an optional dependency is missing; 130 interrupted.
+6 an optional dependency is missing; 7 some documents failed (``docs``: the others were
+translated); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
                            http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,
-                           cors_origin=args.cors_origin, drain_timeout=args.drain_timeout,
+                           cors_origin=args.cors_origin, drain_timeout=args.drain_timeout, memory=args.tm,
                            lean_memory=args.lean_memory)
     if not args.verbose:
         logging.getLogger("edge_translator").setLevel(logging.INFO)
@@ -327,6 +328,21 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
     path = loadreport.update_report(load, Path(args.out))
     print(f"updated {path}")
     _print_load(load)
+    return 0
+
+
+def cmd_bench_docs(args: argparse.Namespace) -> int:
+    """Measure the document translator and update the "Documents" section of the report."""
+    from .toolchain.docsbench import run
+
+    command = "edge-translator bench-docs" + "".join(
+        f" {flag} {value}" for flag, value in (("--mb", args.mb), ("--files", args.files),
+                                               ("--rounds", args.rounds)))
+    data = run(args.model, Path(args.work), Path(args.out), args.mb, args.files, args.sentences, args.rounds,
+               args.threads, command)
+    s, b = data["small_vs_large"], data["folder"]
+    print(f"{s['files']} files {s['many_rate']}/s, one file {s['one_rate']}/s: {s['ratio']}x; "
+          f"{b['megabytes']} MB folder: {b['seconds']} s, peak RSS {b['peak_rss_mb']} MB")
     return 0
 
 
@@ -485,6 +501,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--connections", type=int, default=100, help="most open connections (default 100)")
     sv.add_argument("--cache", type=int, default=4096, metavar="SENTENCES",
                     help="translations kept in memory for repeated sentences (default 4096; 0: off)")
+    sv.add_argument("--tm", metavar="FILE", help="also reuse and fill this translation memory (SQLite; see "
+                    "`edge-translator tm`)")
     sv.add_argument("--cors-origin", metavar="ORIGIN", help="let browser pages from ORIGIN ('*': any) call the API "
                     "(default: no CORS headers)")
     sv.add_argument("--lean-memory", action="store_true",
@@ -508,6 +526,22 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--smoke", action="store_true", help="generated sentences instead of the prose (no 'bench' "
                     "extra; checks the harness)")
     bs.set_defaults(func=cmd_bench_serve)
+
+    from .documents.command import add_parsers as add_document_parsers
+
+    add_document_parsers(sub)
+
+    bd = sub.add_parser("bench-docs", help="measure `docs`: many small files against one large one, and the peak "
+                        "memory of a mixed folder (extra 'docs')")
+    bd.add_argument("--model", help="bundle directory (default: the embedded model)")
+    bd.add_argument("--threads", type=int)
+    bd.add_argument("--mb", type=float, default=10.0, help="size of the mixed folder (default 10 MB)")
+    bd.add_argument("--files", type=int, default=200, help="small files of the comparison (default 200)")
+    bd.add_argument("--sentences", type=int, default=1500, help="sentences of the comparison (default 1500)")
+    bd.add_argument("--rounds", type=int, default=3)
+    bd.add_argument("--work", default="work/bench-docs", help="where the generated documents go")
+    bd.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
+    bd.set_defaults(func=cmd_bench_docs)
 
     bl = sub.add_parser("bench-load", help="benchmark the engine under load only and update that section of "
                         "benchmarks.md and .json (extra 'bench')")

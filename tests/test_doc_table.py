@@ -237,10 +237,17 @@ def test_column_number_out_of_range(tmp_path, spec):
         _open(tmp_path, CATALOGUE, (spec,))
 
 
-@pytest.mark.parametrize("data", ["", "\n\n"])
-def test_missing_header(tmp_path, data):
+def test_missing_header(tmp_path):
     with pytest.raises(DocumentError, match=r"t\.csv:1: has no header row"):
-        _open(tmp_path, data, ("name",))
+        _open(tmp_path, "\n\n", ("name",))
+
+
+def test_an_empty_file_has_nothing_to_translate_and_stays_empty(tmp_path):
+    doc = _open(tmp_path, "", ("name",))
+    assert list(doc.segments()) == []
+    out = io.BytesIO()
+    doc.write([], out)
+    assert out.getvalue() == b""
 
 
 def test_unterminated_quote_names_the_line_where_it_started(tmp_path):

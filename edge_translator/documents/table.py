@@ -286,6 +286,8 @@ class TableFormat:
             header = next(records, None)
         finally:
             records.close()
+        if header is None:  # an empty file: nothing to translate, an empty output
+            return TableDocument(path, encoding, self.delimiter, frozenset())
         return TableDocument(path, encoding, self.delimiter, _resolve(path, header, options.columns))
 
 

@@ -1,0 +1,598 @@
+"""Translating many documents as one resumable job.
+
+:class:`DocumentJob` finds the files, reads each through its format, and sends the
+segments of all of them to the translator as bulk work, in shared windows, so many small
+files go as fast as one large one. Every finished segment is committed to the job
+journal (:mod:`.journal`), so a job killed at any moment resumes where it stopped; an
+output is written to a temporary file and renamed only when it is complete. Glossary
+terms and the spans a format must keep are masked before translation and checked after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..core.engine import Priority
+from ..core.text import split_sentences
+from ..core.translator import TranslateOptions, Translator, join_results
+from . import format_for, load_format
+from .base import DocumentError, FormatInfo, FormatOptions, Segment, Translated
+from .inline import place_marks
+from .journal import JOURNAL_NAME, Journal, JobCache
+
+logger = logging.getLogger(__name__)
+
+_JOINER = "\n\n"
+_TEMP_SUFFIX = ".edge-tmp"
+_TARGET_SUFFIXES = (".zh-Hans", ".zh-Hant")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How a document job runs."""
+
+    output_dir: Path | None = None
+    """Write outputs here, mirroring the input tree; ``None``: beside each input."""
+    recursive: bool = False
+    """Descend into sub-folders of input folders."""
+    force: bool = False
+    """Overwrite outputs that exist and are not this job's."""
+    translate: TranslateOptions = field(default_factory=TranslateOptions)
+    """Target and decoding options."""
+    format: FormatOptions = field(default_factory=FormatOptions)
+    """Options for the formats (CSV columns)."""
+    jobs_dir: Path | None = None
+    """Where the journal lives; ``None``: the output folder (or the inputs' common folder)."""
+    window_chars: int = 12000
+    """Characters of source text sent to the engine in one submission."""
+    windows_in_flight: int = 2
+    """Submissions queued in the engine at once, so it never waits between windows."""
+
+    def __post_init__(self) -> None:
+        if self.window_chars < 100:
+            raise ValueError(f"window_chars must be at least 100, not {self.window_chars}")
+        if self.windows_in_flight < 1:
+            raise ValueError(f"windows_in_flight must be at least 1, not {self.windows_in_flight}")
+
+
+@dataclass
+class FilePlan:
+    """One input file, where its output goes, and how it went."""
+
+    input: Path
+    output: Path
+    info: FormatInfo | None
+    status: str = "todo"
+    """``todo`` → ``done``; or ``up to date``, ``skipped``, ``failed``, ``cancelled``."""
+    message: str = ""
+    segments: int = 0
+    sentences: int = 0
+    warnings: list[str] = field(default_factory=list)
+    key: str = ""
+    sha256: str = ""
+    stamp: tuple[int, int] = (0, 0)
+    remaining: int = 0
+    exhausted: bool = False
+    document: object = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a job did."""
+
+    files: tuple[FilePlan, ...]
+    sentences: int
+    """Sentences in the files translated in this run (done or resumed)."""
+    decoded: int
+    """Sentences decoded by the model in this run."""
+    reused: int
+    """Sentences taken from the journal or the translation memory."""
+    seconds: float
+    journal: Path | None
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{f.input}: {w}" for f in self.files for w in f.warnings]
+
+    def as_dict(self) -> dict:
+        """The summary for ``--json``."""
+        return {
+            "done": self.count("done"), "up_to_date": self.count("up to date"), "skipped": self.count("skipped"),
+            "failed": self.count("failed"), "cancelled": self.count("cancelled"), "sentences": self.sentences, "decoded": self.decoded,
+            "reused": self.reused, "seconds": round(self.seconds, 3), "warnings": self.warnings,
+            "journal": str(self.journal) if self.journal else None,
+            "files": [{"input": str(f.input), "output": str(f.output), "status": f.status, "message": f.message,
+                       "segments": f.segments, "sentences": f.sentences, "warnings": f.warnings}
+                      for f in self.files],
+        }
+
+
+class Progress(Protocol):
+    """What the job reports while it runs (a progress bar, or nothing)."""
+
+    def start(self, files: int, sentences: int) -> None:
+        """The scan is done: ``files`` to translate holding about ``sentences`` sentences
+        (each file's estimate is :attr:`FilePlan.sentences`)."""
+
+    def advance(self, sentences: int, plan: FilePlan) -> None:
+        """``sentences`` more of ``plan``'s sentences are translated."""
+
+    def finished(self, plan: FilePlan) -> None:
+        """``plan`` is done or failed (see its ``status`` and ``message``)."""
+
+    def message(self, text: str) -> None:
+        """A line for the user: a file skipped, failed or warned about."""
+
+
+class NoProgress:
+    """Reports nothing."""
+
+    def start(self, files: int, sentences: int) -> None:
+        pass
+
+    def advance(self, sentences: int, plan: FilePlan) -> None:
+        pass
+
+    def finished(self, plan: FilePlan) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+
+@dataclass
+class _Item:
+    plan: FilePlan
+    idx: int
+    segment: Segment
+    style: int
+    masked: object
+    mark_masked: list
+    sentences: frozenset[str]
+
+
+def output_path(source: Path, root: Path | None, target: str, output_dir: Path | None) -> Path:
+    """Where the translation of ``source`` goes: beside it with ``.zh-Hans`` before the
+    suffix, or under ``output_dir`` with the tree below ``root`` mirrored."""
+    name = f"{source.stem}.{target}{source.suffix}"
+    if output_dir is None:
+        return source.with_name(name)
+    relative = source.parent.relative_to(root) if root is not None else Path()
+    return output_dir / relative / name
+
+
+def discover(inputs: Sequence[Path], options: JobOptions, target: str) -> list[FilePlan]:
+    """The files named by ``inputs`` (files and folders), each with its output path.
+
+    Unsupported files named directly are listed as skipped; in folders, hidden files,
+    unsupported suffixes and earlier outputs (``*.zh-Hans.*``) are passed over quietly.
+
+    Raises:
+        InputError: If an input does not exist.
+    """
+    from ..core.errors import InputError
+
+    plans: list[FilePlan] = []
+    for given in inputs:
+        if not given.exists():
+            raise InputError(f"{given} does not exist; check the path")
+        if given.is_dir():
+            walker = sorted(given.rglob("*") if options.recursive else given.iterdir())
+            for path in walker:
+                if not path.is_file() or any(part.startswith(".") for part in path.relative_to(given).parts):
+                    continue
+                info = format_for(path)
+                if info is None or Path(path.stem).suffix in _TARGET_SUFFIXES:
+                    continue
+                plans.append(FilePlan(path, output_path(path, given, target, options.output_dir), info))
+        else:
+            info = format_for(given)
+            plan = FilePlan(given, output_path(given, None, target, options.output_dir), info)
+            if info is None:
+                plan.status, plan.message = "skipped", f"unsupported file type {given.suffix or '(none)'!r}"
+            plans.append(plan)
+    seen: dict[Path, FilePlan] = {}
+    inputs_resolved = {p.input.resolve() for p in plans}
+    for plan in plans:
+        if plan.status != "todo":
+            continue
+        out = plan.output.resolve()
+        if out in inputs_resolved:
+            plan.status, plan.message = "failed", f"its output {plan.output} is one of the inputs; use -o OUTDIR"
+        elif out in seen:
+            plan.status, plan.message = "failed", (f"its output {plan.output} would overwrite the translation of "
+                                                   f"{seen[out].input}; rename one, or use -o OUTDIR")
+        else:
+            seen[out] = plan
+    return plans
+
+
+def journal_path(plans: Sequence[FilePlan], options: JobOptions) -> Path:
+    """The journal of a job: in ``jobs_dir`` (named by the job's outputs), in the output
+    folder, or in the deepest folder holding every output."""
+    outputs = sorted(str(p.output.resolve()) for p in plans)
+    if options.jobs_dir is not None:
+        digest = hashlib.sha256("\n".join(outputs).encode()).hexdigest()[:16]
+        return options.jobs_dir / f"job-{digest}.sqlite"
+    if options.output_dir is not None:
+        return options.output_dir / JOURNAL_NAME
+    common = Path(os.path.commonpath([str(Path(o).parent) for o in outputs])) if outputs else Path.cwd()
+    return common / JOURNAL_NAME
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def _needs_translation(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+class DocumentJob:
+    """One run of ``edge-translator docs``: plan, scan, translate, write."""
+
+    def __init__(self, translator: Translator, cache: JobCache, inputs: Sequence[Path],
+                 options: JobOptions | None = None, glossary=None,
+                 glossary_digest: str = ""):
+        """Args:
+            translator: A loaded translator whose cache is ``cache``.
+            cache: The job's cache; the job attaches its journal to it.
+            inputs: Files and folders.
+            options: How the job runs.
+            glossary: Terms to keep or translate as given; ``None`` keeps only URLs and
+                e-mail addresses verbatim.
+            glossary_digest: A digest of the glossary file, so a changed glossary redoes
+                the files.
+        """
+        self.translator = translator
+        self.cache = cache
+        self.inputs = [Path(p) for p in inputs]
+        self.options = options or JobOptions()
+        if glossary is None:
+            from .glossary import Glossary
+
+            glossary = Glossary.empty()
+        self.glossary = glossary
+        self.target = self.options.translate.target or translator.bundle.default_target
+        self.settings = hashlib.sha256(json.dumps({
+            "model": translator.model_id, "target": self.target, "beam": self.options.translate.beam_size,
+            "max_length": self.options.translate.max_length, "guard": self.options.translate.repetition_guard,
+            "glossary": glossary_digest, "columns": list(self.options.format.columns),
+        }, sort_keys=True).encode()).hexdigest()[:16]
+        self.journal: Journal | None = None
+        self._progress: Progress = NoProgress()
+        self._cancelled = threading.Event()
+        self._inflight: deque = deque()
+
+    def cancel(self) -> None:
+        """Stop the job from any thread: the work in the engine is withdrawn, what is in the
+        journal stays, and the files not finished are reported ``cancelled`` (a rerun
+        resumes them)."""
+        self._cancelled.set()
+        for _, (submission, _pieces), _ in list(self._inflight):
+            submission.cancel()
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, progress: Progress | None = None) -> Summary:
+        """Translate every input; returns what happened to each file.
+
+        Per-file problems (a malformed file, an output that exists) are recorded in the
+        summary and the job goes on. A failure of the model itself stops the job; its
+        journal keeps what was done.
+        """
+        self._progress = progress or NoProgress()
+        started = time.perf_counter()
+        plans = discover(self.inputs, self.options, self.target)
+        todo = [p for p in plans if p.status == "todo"]
+        path = journal_path(todo, self.options) if todo else None
+        if path is not None:
+            self.journal = Journal(path)
+            self.cache.attach(self.journal)
+        hits_before, decoded_before = self.cache.hits, self.cache.decoded
+        try:
+            for plan in plans:
+                if plan.status == "todo":
+                    self._scan(plan, path.parent)
+                elif plan.status in ("skipped", "failed"):
+                    self._progress.message(f"{plan.input}: {plan.status}: {plan.message}")
+            todo = [p for p in plans if p.status == "todo"]
+            self._progress.start(len(todo), sum(p.sentences for p in todo))
+            if todo:
+                self._translate(todo)
+        finally:
+            self.cache.attach(None)
+            if self.journal is not None:
+                self.journal.close()
+        return Summary(tuple(plans), sum(p.sentences for p in plans if p.status == "done"),
+                       self.cache.decoded - decoded_before, self.cache.hits - hits_before,
+                       time.perf_counter() - started, path)
+
+    def _fail(self, plan: FilePlan, message: str) -> None:
+        counted = plan.document is not None  # scanned: the progress bar counts it
+        plan.status, plan.message = "failed", message
+        plan.document = None
+        self._progress.message(f"{plan.input}: failed: {message}")
+        if counted:
+            self._progress.finished(plan)
+
+    def _scan(self, plan: FilePlan, journal_dir: Path) -> None:
+        """Checksum, validate and count one file; decide whether it is to do."""
+        assert self.journal is not None
+        plan.key = os.path.relpath(plan.output.resolve(), journal_dir.resolve())
+        for stale in plan.output.parent.glob(f".{plan.output.name}.*{_TEMP_SUFFIX}"):
+            stale.unlink(missing_ok=True)  # a write that a killed run left half done
+        try:
+            plan.sha256, plan.stamp = _sha256(plan.input), _stamp(plan.input)
+        except OSError as exc:
+            return self._fail(plan, f"cannot read it ({exc.strerror})")
+        record = self.journal.record(plan.key)
+        ours = record is not None
+        if plan.output.exists():
+            if ours and record.state == "written" and record.sha256 == plan.sha256 \
+                    and record.settings == self.settings:
+                plan.status, plan.message = "up to date", f"{plan.output} is up to date"
+                plan.warnings = self.journal.warnings(plan.key)
+                self._progress.message(f"{plan.input}: up to date")
+                return
+            if not ours and not self.options.force:
+                plan.status, plan.message = "skipped", f"{plan.output} exists; pass --force to overwrite it"
+                self._progress.message(f"{plan.input}: skipped: {plan.message}")
+                return
+        try:
+            fmt = load_format(plan.info)
+            document = fmt.open(plan.input, self.options.format)
+            segments = sentences = 0
+            for seg in document.segments():
+                segments += 1
+                if _needs_translation(seg.text):
+                    sentences += max(1, len(split_sentences(seg.text)))
+        except DocumentError as exc:
+            return self._fail(plan, exc.reason if exc.line is None else f"line {exc.line}: {exc.reason}")
+        plan.document, plan.segments, plan.sentences = document, segments, sentences
+        done = self.journal.begin(plan.key, str(plan.input), plan.sha256, self.settings, segments)
+        plan.remaining = segments - len(done)
+        plan.done = done  # type: ignore[attr-defined]
+
+    def _segments(self, todo: list[FilePlan]) -> Iterator[tuple[FilePlan, int, Segment]]:
+        """The segments still to translate, file after file; those that need no model are
+        saved at once."""
+        assert self.journal is not None
+        for plan in todo:
+            if plan.status != "todo":
+                continue
+            done: set[int] = plan.done  # type: ignore[attr-defined]
+            try:
+                for idx, seg in enumerate(plan.document.segments()):
+                    if plan.status != "todo":
+                        break
+                    if idx in done:
+                        continue
+                    if not _needs_translation(seg.text):
+                        self.journal.save(plan.key, idx, Translated(seg.text, seg.marks))
+                        plan.remaining -= 1
+                        continue
+                    yield plan, idx, seg
+            except DocumentError as exc:
+                self._fail(plan, f"changed while it was read ({exc.reason}); run the job again")
+                continue
+            plan.done = set()  # type: ignore[attr-defined]
+            plan.exhausted = True
+            self._write_if_complete(plan)
+
+    def _translate(self, todo: list[FilePlan]) -> None:
+        source = self._segments(todo)
+        pending: deque[_Item] = deque()
+        inflight = self._inflight
+        exhausted = False
+        while not self._cancelled.is_set():
+            busy = set().union(*(w[2] for w in inflight)) if inflight else set()
+            items, exhausted = self._fill(source, pending, busy, exhausted)
+            if items:
+                inflight.append(self._submit(items))
+            if not inflight:
+                if exhausted and not pending:
+                    break
+                continue
+            if len(inflight) >= self.options.windows_in_flight or not items:
+                self._consume(*inflight[0][:2], pending)
+                inflight.popleft()
+        if self._cancelled.is_set():
+            for _, (submission, _pieces), _ in inflight:
+                submission.cancel()
+            inflight.clear()
+            source.close()
+            for plan in todo:
+                if plan.status == "todo":
+                    plan.status, plan.message, plan.document = "cancelled", "cancelled; run again to resume", None
+            return
+        for plan in todo:
+            self._write_if_complete(plan)
+
+    def _fill(self, source: Iterator, pending: deque[_Item], busy: set[str],
+              exhausted: bool) -> tuple[list[_Item], bool]:
+        """Items for the next window: retries and deferred items first, then new
+        segments. An item holding a sentence that an earlier window is decoding waits for
+        it (it will then come from the journal), so no sentence is decoded twice."""
+        items: list[_Item] = []
+        chars = 0
+        sentences: set[str] = set()
+        waiting: deque[_Item] = deque()
+        limit = self.options.window_chars
+
+        def take(item: _Item) -> None:
+            nonlocal chars
+            items.append(item)
+            sentences.update(item.sentences)
+            chars += len(item.masked.text) + sum(len(m.text) for m in item.mark_masked if m is not None)
+
+        while pending and chars < limit:
+            item = pending.popleft()
+            if item.sentences & busy:
+                waiting.append(item)
+            else:
+                take(item)
+        while not exhausted and chars < limit and len(waiting) < 4 * limit // 100:
+            try:
+                plan, idx, seg = next(source)
+            except StopIteration:
+                exhausted = True
+                break
+            item = self._item(plan, idx, seg, 0)
+            if item.sentences & busy:
+                waiting.append(item)
+            else:
+                take(item)
+        pending.extendleft(reversed(waiting))
+        return items, exhausted
+
+    def _item(self, plan: FilePlan, idx: int, seg: Segment, style: int) -> _Item:
+        masked = self.glossary.mask(seg.text, keep=seg.keep, style=style)
+        marks = []
+        kept = set(seg.keep)
+        for start, end in seg.marks:
+            text = seg.text[start:end]
+            if (start, end) in kept or not _needs_translation(text):  # found verbatim instead
+                marks.append(None)
+                continue
+            keep = [(a - start, b - start) for a, b in seg.keep if start <= a and b <= end]
+            marks.append(self.glossary.mask(text, keep=keep, style=style))
+        sentences = frozenset(_normalized(s) for m in [masked, *marks] if m is not None
+                              for s in split_sentences(m.text))
+        return _Item(plan, idx, seg, style, masked, marks, sentences)
+
+    def _submit(self, items: list[_Item]):
+        """One submission for a window: every piece joined by blank lines (a line break
+        always ends a sentence, so pieces never share one)."""
+        pieces: list[str] = []
+        for item in items:
+            pieces.append(item.masked.text.strip())
+            pieces.extend(m.text.strip() for m in item.mark_masked if m is not None)
+        submission = self.translator.submit(_JOINER.join(pieces), self.options.translate,
+                                            priority=Priority.BULK, order="input")
+        return items, (submission, pieces), set().union(*(i.sentences for i in items))
+
+    def _consume(self, items: list[_Item], submitted, pending: deque[_Item]) -> None:
+        """Collect a window's results, restore each segment and commit it to the journal."""
+        submission, pieces = submitted
+        starts, offset = [], 0
+        for piece in pieces:
+            starts.append(offset)
+            offset += len(piece) + len(_JOINER)
+        grouped: list[list] = [[] for _ in pieces]
+        which = 0
+        for result in submission:
+            if self._cancelled.is_set():
+                return
+            while which + 1 < len(starts) and result.span[0] >= starts[which + 1]:
+                which += 1
+            grouped[which].append(result)
+        if self._cancelled.is_set():
+            return  # a cancelled window's results are partial: keep none of them
+        texts = []
+        for piece, results in zip(pieces, grouped):
+            text = join_results(results)
+            texts.append(text[:-len(_JOINER)] if text.endswith(_JOINER) else text)
+        at = 0
+        for item in items:
+            main_at = at
+            alone: list[str | None] = []
+            for m in item.mark_masked:
+                if m is not None:
+                    at += 1
+                alone.append(texts[at] if m is not None else None)
+            at += 1
+            if item.plan.status != "todo":
+                continue
+            if self._finish(item, texts[main_at], alone, pending):
+                self._progress.advance(sum(1 for r in grouped[main_at] if r.stop != "empty"), item.plan)
+
+    def _finish(self, item: _Item, main: str, alone: list[str | None], pending: deque[_Item]) -> bool:
+        """Restore, check and commit one segment; ``False`` when it was queued for a retry."""
+        assert self.journal is not None
+        seg = item.segment
+        lead = seg.text[:len(seg.text) - len(seg.text.lstrip())]
+        trail = seg.text[len(seg.text.rstrip()):]
+        restored = self.glossary.unmask(main, item.masked)
+        if restored.missing and item.style == 0:
+            pending.append(self._item(item.plan, item.idx, seg, 1))  # retry with the other placeholders
+            return False
+        warning = None
+        text = restored.text
+        if restored.missing:
+            names = ", ".join(repr(slot.source) for slot in restored.missing)
+            if any(slot.kind == "keep" for slot in restored.missing):
+                text = seg.text.strip()
+                warning = f"line {seg.line}: kept untranslated, the model damaged {names}" if seg.line \
+                    else f"kept untranslated, the model damaged {names}"
+            else:
+                warning = (f"line {seg.line}: " if seg.line else "") + f"term {names} is missing from the translation"
+            self._progress.message(f"{item.plan.input}: warning: {warning}")
+        mark_texts = [self.glossary.unmask(a, m).text if (a is not None and m is not None) else None
+                      for a, m in zip(alone, item.mark_masked)]
+        text = lead + text + trail
+        marks = place_marks(seg.text, seg.marks, text, mark_texts) if seg.marks else ()
+        self.journal.save(item.plan.key, item.idx, Translated(text, marks), warning)
+        if warning:
+            item.plan.warnings.append(warning)
+        item.plan.remaining -= 1
+        self._write_if_complete(item.plan)
+        return True
+
+    def _write_if_complete(self, plan: FilePlan) -> None:
+        """Write the output of a file whose segments are all in the journal."""
+        if plan.status != "todo" or not plan.exhausted or plan.remaining > 0:
+            return
+        assert self.journal is not None
+        try:
+            if _stamp(plan.input) != plan.stamp:
+                return self._fail(plan, "it changed while it was translated; run the job again")
+        except OSError as exc:
+            return self._fail(plan, f"cannot read it ({exc.strerror})")
+        temp = plan.output.with_name(f".{plan.output.name}.{os.getpid()}{_TEMP_SUFFIX}")
+        try:
+            plan.output.parent.mkdir(parents=True, exist_ok=True)
+            with open(temp, "wb") as out:
+                plan.document.write(self.journal.translations(plan.key), out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, plan.output)
+        except DocumentError as exc:
+            temp.unlink(missing_ok=True)
+            return self._fail(plan, exc.reason)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            return self._fail(plan, f"cannot write {plan.output} ({exc.strerror})")
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        self.journal.written(plan.key)
+        plan.warnings = self.journal.warnings(plan.key)
+        plan.status, plan.message, plan.document = "done", str(plan.output), None
+        self._progress.finished(plan)

@@ -1,0 +1,192 @@
+"""The "Documents" section of ``docs/benchmarks.md``: `edge-translator docs` measured.
+
+Two measurements, on the embedded demo model and the demo's own test sentences:
+
+- **Many small files against one large file** holding the same sentences, run in one
+  process on one loaded translator, alternating, each run with a fresh journal and no
+  memory so that every sentence is decoded; medians of the rounds and their ratio.
+- **A 10 MB folder of mixed documents** (txt, md, srt, html, csv, docx) translated by the
+  real command in a child process: its peak RSS, time and sentence counts. Its sentences
+  repeat (they are drawn from the 2,824 test sentences), so most are reused from the
+  journal: this run measures memory and the formats' cost, not decoding speed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..core.engine import EngineOptions
+from .bench import machine_info
+from .loadreport import ratio, update_section
+
+_TEST_SET = Path(__file__).resolve().parents[2] / "assets" / "eval" / "tatoeba-cmn-eng-test.tsv"
+
+
+def test_sentences(path: Path = _TEST_SET) -> list[str]:
+    """The English side of the demo model's committed test split."""
+    return [line.split("\t")[3] for line in path.read_text("utf-8").splitlines() if line.count("\t") >= 3]
+
+
+def _paragraphs(sentences: list[str]) -> str:
+    return "".join(" ".join(sentences[i:i + 3]) + "\n\n" for i in range(0, len(sentences), 3))
+
+
+def write_layouts(work: Path, sentences: list[str], files: int) -> tuple[Path, Path]:
+    """``one/`` with every sentence in one text file, ``many/`` with the same paragraphs
+    spread over ``files`` files."""
+    one, many = work / "one", work / "many"
+    for folder in (one, many):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    paragraphs = [sentences[i:i + 3] for i in range(0, len(sentences), 3)]
+    (one / "all.txt").write_text("".join(" ".join(p) + "\n\n" for p in paragraphs), "utf-8")
+    share = -(-len(paragraphs) // files)
+    for n in range(files):
+        part = paragraphs[n * share:(n + 1) * share]
+        if part:
+            (many / f"file{n:04d}.txt").write_text("".join(" ".join(p) + "\n\n" for p in part), "utf-8")
+    return one, many
+
+
+def small_vs_large(model: str | None, work: Path, sentences: list[str], files: int, rounds: int,
+                   threads: int | None) -> dict:
+    """Throughput of ``many/`` and ``one/`` through one translator, alternating."""
+    from ..core.translator import Translator
+    from ..documents.job import DocumentJob, JobOptions
+    from ..documents.journal import JobCache
+
+    one, many = write_layouts(work, sentences, files)
+    cache = JobCache(None)
+    runs: dict[str, list[float]] = {"one": [], "many": []}
+    with Translator.load(model, threads=threads, cache=cache, engine=EngineOptions()) as translator:
+        for r in range(rounds):
+            for name, folder in (("one", one), ("many", many)) if r % 2 == 0 else (("many", many), ("one", one)):
+                out = work / f"out-{name}"
+                shutil.rmtree(out, ignore_errors=True)
+                job = DocumentJob(translator, cache, [folder], JobOptions(output_dir=out))
+                started = time.perf_counter()
+                summary = job.run()
+                seconds = time.perf_counter() - started
+                if summary.count("done") != len(list(folder.iterdir())):
+                    raise RuntimeError(f"the {name} run did not translate every file: {summary.as_dict()}")
+                runs[name].append(summary.sentences / seconds)
+    one_rate, many_rate = statistics.median(runs["one"]), statistics.median(runs["many"])
+    return {"sentences": len(sentences), "files": files, "rounds": rounds,
+            "one_rate": round(one_rate, 1), "many_rate": round(many_rate, 1),
+            "one_runs": [round(x, 1) for x in runs["one"]], "many_runs": [round(x, 1) for x in runs["many"]],
+            "ratio": ratio(many_rate, one_rate)}
+
+
+def write_mixed_folder(folder: Path, sentences: list[str], megabytes: float, seed: int = 7) -> dict:
+    """A folder of about ``megabytes`` MB of mixed documents built from ``sentences``."""
+    from docx import Document
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    rng = random.Random(seed)
+    kinds = ["txt", "md", "srt", "html", "csv", "docx"]
+    total, n = 0, 0
+    while total < megabytes * 1e6:
+        kind = kinds[n % len(kinds)]
+        picked = [rng.choice(sentences) for _ in range(400)]
+        path = folder / f"doc{n:04d}.{kind}"
+        if kind == "txt":
+            path.write_text(_paragraphs(picked), "utf-8")
+        elif kind == "md":
+            body = "".join(f"## {p[0]}\n\n- {p[1]}\n- {p[2]} [link](https://example.com/{i})\n\n"
+                           for i, p in enumerate(zip(picked[::3], picked[1::3], picked[2::3])))
+            path.write_text("# Manual\n\n" + body, "utf-8")
+        elif kind == "srt":
+            path.write_text("".join(f"{i + 1}\n00:{i // 60 % 60:02d}:{i % 60:02d},000 --> "
+                                    f"00:{i // 60 % 60:02d}:{i % 60:02d},900\n{s}\n\n"
+                                    for i, s in enumerate(picked)), "utf-8")
+        elif kind == "html":
+            body = "".join(f"<p>{s.replace('&', '&amp;').replace('<', '&lt;')}</p>\n" for s in picked)
+            path.write_text(f"<html><body>\n{body}</body></html>\n", "utf-8")
+        elif kind == "csv":
+            rows = "".join(f'SKU-{i},"{s.replace(chr(34), chr(34) * 2)}",{i % 97}.99\n' for i, s in enumerate(picked))
+            path.write_text("sku,text,price\n" + rows, "utf-8")
+        else:
+            doc = Document()
+            for s in picked:
+                doc.add_paragraph(s)
+            doc.save(path)
+        total += path.stat().st_size
+        n += 1
+    return {"files": n, "bytes": total}
+
+
+def big_folder(model: str | None, work: Path, sentences: list[str], megabytes: float) -> dict:
+    """Translate a mixed folder with the real command; its peak RSS from the kernel."""
+    folder = work / "mixed"
+    made = write_mixed_folder(folder, sentences, megabytes)
+    out = work / "mixed-out"
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "edge_translator.cli", "docs", str(folder), "-o", str(out), "--no-tm",
+               "--json", "--columns", "text"]
+    if model:
+        command += ["--model", model]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if done.returncode != 0:
+        raise RuntimeError(f"the folder run failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    summary = json.loads(done.stdout)
+    if peak <= before:
+        raise RuntimeError("could not read the child's peak RSS")
+    return {"files": made["files"], "megabytes": round(made["bytes"] / 1e6, 2), "seconds": round(seconds, 1),
+            "peak_rss_mb": round(peak / 1024, 1), "sentences": summary["sentences"],
+            "decoded": summary["decoded"], "reused": summary["reused"], "done": summary["done"],
+            "failed": summary["failed"]}
+
+
+def render_section(data: dict) -> list[str]:
+    """Markdown lines of the "Documents" section."""
+    m, s, b = data["machine"], data["small_vs_large"], data["folder"]
+    lines = [
+        "## Documents",
+        "",
+        f"Measured by `{data['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), the embedded "
+        "demo model, sentences of its test split.",
+        "",
+        f"**Many small files against one large file** ({s['sentences']} sentences in {s['files']} text files, "
+        f"or in one; one process, one translator, {s['rounds']} alternating rounds, fresh journal and no memory, "
+        "so every sentence is decoded):",
+        "",
+        "| layout | sentences/s (median) | runs |",
+        "|---|---|---|",
+        f"| one file | {s['one_rate']} | {', '.join(map(str, s['one_runs']))} |",
+        f"| {s['files']} files | {s['many_rate']} | {', '.join(map(str, s['many_runs']))} |",
+        "",
+        f"Many small files run at **{s['ratio']}×** the rate of one large file (goal: within 15%).",
+        "",
+        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx; "
+        f"`edge-translator docs` in a child process): {b['done']} done, {b['failed']} failed, "
+        f"{b['sentences']} sentences in {b['seconds']} s ({b['decoded']} decoded, {b['reused']} reused from the "
+        f"journal: the sentences repeat), **peak RSS {b['peak_rss_mb']} MB** (goal: under 400 MB).",
+    ]
+    if data.get("placeholders"):
+        lines += ["", data["placeholders"]]
+    return lines
+
+
+def run(model: str | None, work: Path, out_dir: Path, megabytes: float, files: int, sentences_n: int,
+        rounds: int, threads: int | None, command: str) -> dict:
+    """Both measurements; the section is written into ``out_dir``'s benchmarks.md/.json."""
+    work.mkdir(parents=True, exist_ok=True)
+    sentences = test_sentences()
+    data = {"command": command, "machine": machine_info(),
+            "small_vs_large": small_vs_large(model, work, sentences[:sentences_n], files, rounds, threads),
+            "folder": big_folder(model, work, sentences, megabytes)}
+    update_section(out_dir, "documents", data, "## Documents", render_section(data))
+    return data

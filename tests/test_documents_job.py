@@ -1,0 +1,382 @@
+"""The document job through the real command: formats, resume after kill -9, memory, errors.
+
+Everything runs `edge-translator docs` in a subprocess with the embedded demo model, as a
+user would; the translation memory lives in a temporary data directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, run_cli
+
+CJK = range(0x4E00, 0xA000)
+SENTENCES = [line.rstrip("\n").split("\t")[3]
+             for line in (ROOT / "assets" / "eval" / "tatoeba-cmn-eng-test.tsv").read_text("utf-8").splitlines()]
+
+
+def cjk(text: str) -> int:
+    return sum(1 for ch in text if ord(ch) in CJK)
+
+
+@pytest.fixture
+def env(tmp_path) -> dict:
+    """A private data directory, so the translation memory is the test's own."""
+    return {"XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+def docs(*args: str, env: dict, cwd: Path | None = None):
+    return run_cli("docs", *args, env=env, cwd=cwd)
+
+
+def write_mixed(folder: Path) -> None:
+    """One file of every format, each holding some demo-model prose."""
+    from docx import Document
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notes.txt").write_text("I like tea.\n\n    Where is the station?\nThe cat is sleeping.\n", "utf-8")
+    (folder / "guide.md").write_text("# My family\n\nI have two brothers and a [sister](https://example.com/s).\n\n"
+                                     "- Run `make test` now.\n- The weather is nice today.\n\n"
+                                     "```\nprint('do not translate')\n```\n", "utf-8")
+    (folder / "film.srt").write_text("1\n00:00:01,000 --> 00:00:02,500\nI don't know\n\n"
+                                     "2\n00:00:02,600 --> 00:00:04,000\nwhere he lives.\n\n"
+                                     "3\n00:00:05,000 --> 00:00:06,000\n<i>Good morning.</i>\n", "utf-8")
+    (folder / "page.html").write_text('<html><body><p>It is raining.</p><img src="a.png" alt="A red car">'
+                                      "<code>do_not_touch()</code></body></html>\n", "utf-8")
+    (folder / "catalog.csv").write_text('sku,description,price\nAB-1,"A small, red bag.",12.50\n'
+                                        'AB-2,My father is busy.,3\n', "utf-8")
+    doc = Document()
+    paragraph = doc.add_paragraph("I want to ")
+    paragraph.add_run("drink").bold = True
+    paragraph.add_run(" some water.")
+    table = doc.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "The door is open."
+    table.cell(0, 1).text = "I am tired."
+    doc.sections[0].header.paragraphs[0].text = "Thank you very much."
+    doc.save(folder / "letter.docx")
+
+
+def test_every_format_is_translated_with_its_structure(tmp_path, env):
+    src = tmp_path / "in"
+    write_mixed(src)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    result = docs(str(src), "--columns", "description", "--json", env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    summary = json.loads(result.stdout)
+    assert summary["done"] == 6 and summary["failed"] == 0, summary
+    assert {p.name: p.read_bytes() for p in src.iterdir() if ".zh-Hans." not in p.name
+            and not p.name.startswith(".")} == before, "an input was modified"
+
+    txt = (src / "notes.zh-Hans.txt").read_text("utf-8")
+    assert txt.count("\n") == 4 and "\n\n    " in txt and cjk(txt) > 5 and "station" not in txt
+
+    md = (src / "guide.zh-Hans.md").read_text("utf-8")
+    assert md.startswith("# ") and "](https://example.com/s)" in md and "`make test`" in md
+    assert "```\nprint('do not translate')\n```\n" in md and "- " in md and cjk(md) > 5
+
+    srt = (src / "film.zh-Hans.srt").read_text("utf-8")
+    assert "00:00:01,000 --> 00:00:02,500" in srt and "00:00:05,000 --> 00:00:06,000" in srt
+    cues = srt.strip().split("\n\n")
+    assert len(cues) == 3 and all(cjk(c.split("\n", 2)[2]) for c in cues), srt
+    assert cues[2].split("\n")[2].startswith("<i>") and cues[2].endswith("</i>")
+
+    html = (src / "page.zh-Hans.html").read_text("utf-8")
+    assert "<code>do_not_touch()</code>" in html and 'src="a.png"' in html and "raining" not in html
+    assert cjk(html) > 3
+
+    rows = (src / "catalog.zh-Hans.csv").read_text("utf-8").split("\n")
+    assert rows[0] == "sku,description,price" and rows[1].startswith('AB-1,"') and rows[1].endswith('",12.50')
+    assert rows[2].startswith("AB-2,") and rows[2].endswith(",3") and cjk(rows[2]) > 2
+
+    from docx import Document
+
+    doc = Document(src / "letter.zh-Hans.docx")
+    runs = doc.paragraphs[0].runs
+    assert cjk(doc.paragraphs[0].text) > 2 and any(r.bold for r in runs) and not all(r.bold for r in runs)
+    assert cjk(doc.tables[0].cell(0, 0).text) and cjk(doc.tables[0].cell(0, 1).text)
+    assert cjk(doc.sections[0].header.paragraphs[0].text)
+
+
+def write_corpus(folder: Path, files: int, per_file: int, offset: int = 0) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        part = SENTENCES[offset + i * per_file: offset + (i + 1) * per_file]
+        kind = i % 3
+        if kind == 0:
+            text = "".join(" ".join(part[j:j + 3]) + "\n\n" for j in range(0, len(part), 3))
+            (folder / f"doc{i:02d}.txt").write_text(text, "utf-8")
+        elif kind == 1:
+            cues = "".join(f"{n + 1}\n00:{n // 60:02d}:{n % 60:02d},000 --> 00:{n // 60:02d}:{n % 60:02d},900\n{s}\n\n"
+                           for n, s in enumerate(part))
+            (folder / f"doc{i:02d}.srt").write_text(cues, "utf-8")
+        else:
+            body = "".join(f"<p>{s.replace('&', '&amp;').replace('<', '&lt;')}</p>\n" for s in part)
+            (folder / f"doc{i:02d}.html").write_text(f"<html><body>\n{body}</body></html>\n", "utf-8")
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")}
+
+
+def test_killed_five_times_the_job_finishes_complete_and_decodes_nothing_twice(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=24, per_file=45)
+    clean = docs(str(src), "-o", str(tmp_path / "clean"), "--no-tm", "--quiet", env=env)
+    assert clean.returncode == 0, clean.stderr.decode()
+    expected = outputs(tmp_path / "clean")
+    assert len(expected) == 24
+
+    out = tmp_path / "out"
+    rng = random.Random(1234)
+    full_env = dict(os.environ, **env)
+    full_env.pop("EDGE_TRANSLATOR_MODEL", None)
+    kills = 0
+    for _ in range(5):
+        process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "docs", str(src), "-o", str(out),
+                                    "--no-tm", "--quiet"], cwd=ROOT, env=full_env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(1.0, 4.0))
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            kills += 1
+        process.wait(timeout=60)
+        process.stderr.close()
+        # At every moment an output is either absent or complete.
+        for name, data in outputs(out).items():
+            assert data == expected[name], f"{name} exists but is not complete after kill -9"
+    assert kills >= 3, "the job finished before it could be killed; make the corpus larger"
+    final = docs(str(src), "-o", str(out), "--no-tm", "--json", env=env)
+    assert final.returncode == 0, final.stderr.decode()
+    assert outputs(out) == expected
+    assert not [p for p in out.rglob("*.edge-tmp")], "a temporary output was left behind"
+    with sqlite3.connect(out / ".edge-translator-job.sqlite") as db:
+        counts = [n for (n,) in db.execute("SELECT decoded FROM sentences")]
+    assert counts and max(counts) == 1, "a sentence was decoded by two runs"
+    summary = json.loads(final.stdout)
+    assert summary["done"] + summary["up_to_date"] == 24
+
+
+def test_rerun_is_up_to_date_and_a_changed_input_is_redone(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=3, per_file=4)
+    assert docs(str(src), "--no-tm", "--quiet", env=env).returncode == 0
+    again = json.loads(docs(str(src), "--no-tm", "--json", env=env).stdout)
+    assert again["up_to_date"] == 3 and again["decoded"] == 0
+    changed = src / "doc00.txt"
+    changed.write_text(changed.read_text("utf-8") + "I want to go home.\n", "utf-8")
+    third = json.loads(docs(str(src), "--no-tm", "--json", env=env).stdout)
+    assert third["done"] == 1 and third["up_to_date"] == 2 and third["decoded"] == 1
+    assert cjk((src / "doc00.zh-Hans.txt").read_text("utf-8").split("\n\n")[-1])
+
+
+def test_existing_output_is_not_overwritten_without_force(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=1, per_file=3)
+    mine = src / "doc00.zh-Hans.txt"
+    mine.write_text("my own translation\n", "utf-8")
+    result = docs(str(src / "doc00.txt"), "--no-tm", env=env)
+    assert result.returncode == 0 and mine.read_text("utf-8") == "my own translation\n"
+    assert b"exists; pass --force" in result.stdout + result.stderr
+    forced = docs(str(src / "doc00.txt"), "--no-tm", "--force", "--quiet", env=env)
+    assert forced.returncode == 0 and cjk(mine.read_text("utf-8"))
+
+
+def test_bad_files_fail_alone_with_their_name_and_line(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=1, per_file=3)
+    (src / "latin1.txt").write_bytes("Hello.\nCaf\xe9 au lait.\n".encode("latin-1"))
+    (src / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    (src / "bad.srt").write_text("1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\nnot a timing\nBye.\n", "utf-8")
+    (src / "picture.png").write_bytes(b"\x89PNG")
+    result = docs(str(src), "--no-tm", "--json", env=env)
+    assert result.returncode == 7, result.stderr.decode()
+    summary = json.loads(result.stdout)
+    by_name = {Path(f["input"]).name: f for f in summary["files"]}
+    assert by_name["doc00.txt"]["status"] == "done"
+    assert by_name["latin1.txt"]["status"] == "failed" and "line 2" in by_name["latin1.txt"]["message"]
+    assert by_name["broken.docx"]["status"] == "failed" and "docx" in by_name["broken.docx"]["message"].lower()
+    assert by_name["bad.srt"]["status"] == "failed" and "line 6" in by_name["bad.srt"]["message"]
+    assert "picture.png" not in by_name  # in a folder, unsupported files are passed over
+    assert not (src / "latin1.zh-Hans.txt").exists() and not (src / "bad.zh-Hans.srt").exists()
+    assert b"Traceback" not in result.stderr
+    named = docs(str(src / "picture.png"), "--no-tm", env=env)
+    assert named.returncode == 0 and b"unsupported file type '.png'" in named.stdout + named.stderr
+
+
+def test_encodings_and_line_endings_come_back_as_they_were(tmp_path, env):
+    src = tmp_path / "in"
+    src.mkdir()
+    text = "I like tea.\r\n\r\nWhere is the station?\r\n"
+    (src / "bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (src / "wide.txt").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    assert docs(str(src), "--no-tm", "--quiet", env=env).returncode == 0
+    bom = (src / "bom.zh-Hans.txt").read_bytes()
+    wide = (src / "wide.zh-Hans.txt").read_bytes()
+    assert bom.startswith(b"\xef\xbb\xbf") and bom.count(b"\r\n") == 3
+    assert wide.startswith(b"\xff\xfe") and wide[2:].decode("utf-16-le") == bom[3:].decode("utf-8")
+
+
+def test_output_name_collisions_are_never_silent(tmp_path, env):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "same.txt").write_text("I like tea.\n", "utf-8")
+    result = docs(str(tmp_path / "a" / "same.txt"), str(tmp_path / "b" / "same.txt"), "-o", str(tmp_path / "out"),
+                  "--no-tm", "--json", env=env)
+    assert result.returncode == 7
+    files = json.loads(result.stdout)["files"]
+    assert [f["status"] for f in files] == ["done", "failed"] and "would overwrite" in files[1]["message"]
+
+
+def test_identical_sentences_across_files_are_decoded_once_and_the_memory_is_reused(tmp_path, env):
+    first, second = tmp_path / "one", tmp_path / "two"
+    write_corpus(first, files=4, per_file=10)
+    for i in range(4):  # the same sentences again, in other files and other formats
+        (tmp_path / "dup").mkdir(exist_ok=True)
+    write_corpus(tmp_path / "dup", files=4, per_file=10)
+    for path in (tmp_path / "dup").iterdir():
+        path.rename(first / f"copy-{path.name}")
+    run = json.loads(docs(str(first), "--json", env=env).stdout)
+    distinct = {" ".join(s.split()) for s in SENTENCES[:40]}
+    assert run["done"] == 8 and run["decoded"] <= len(distinct) + 2, run["decoded"]
+    write_corpus(second, files=2, per_file=10)
+    reused = json.loads(docs(str(second), "--json", env=env).stdout)
+    assert reused["done"] == 2 and reused["decoded"] == 0 and reused["reused"] > 0
+    fresh = json.loads(docs(str(second), "--no-tm", "--force", "--json", "--jobs-dir", str(tmp_path / "j"),
+                            env=env).stdout)
+    assert fresh["decoded"] > 0
+
+
+def test_memory_commands_and_tmx_round_trip(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=1, per_file=6)
+    tm = tmp_path / "memory.sqlite"
+    assert docs(str(src), "--tm", str(tm), "--quiet", env=env).returncode == 0
+    stats = run_cli("tm", "stats", "--tm", str(tm), env=env)
+    assert stats.returncode == 0 and b"entries" in stats.stdout
+    exported = tmp_path / "memory.tmx"
+    assert run_cli("tm", "export", str(exported), "--tm", str(tm), env=env).returncode == 0
+    import xml.etree.ElementTree as ET
+
+    units = ET.parse(exported).getroot().findall("./body/tu")
+    assert len(units) >= 6
+    assert run_cli("tm", "clear", "--tm", str(tm), env=env).returncode == 0
+    assert run_cli("tm", "import", str(exported), "--tm", str(tm), env=env).returncode == 0
+    again = json.loads(docs(str(src), "--tm", str(tm), "--force", "--json", "--jobs-dir", str(tmp_path / "j"),
+                            env=env).stdout)
+    assert again["decoded"] == 0, "imported entries were not used"
+    bad = tmp_path / "bad.tmx"
+    bad.write_text("<tmx><body><tu>", "utf-8")
+    result = run_cli("tm", "import", str(bad), "--tm", str(tm), env=env)
+    assert result.returncode == 4 and b"not well-formed TMX" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_quiet_prints_nothing_and_a_missing_input_is_one_line(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=1, per_file=2)
+    quiet = docs(str(src), "--no-tm", "--quiet", env=env)
+    assert quiet.returncode == 0 and quiet.stdout == b"" and quiet.stderr == b""
+    missing = docs(str(tmp_path / "nope"), env=env)
+    assert missing.returncode == 4 and missing.stderr.count(b"\n") == 1 and b"does not exist" in missing.stderr
+
+
+def test_glossary_terms_are_kept_or_reported_never_lost_in_silence(tmp_path, env):
+    """On the demo model: every glossary term is in the output exactly, or its line is warned about."""
+    src = tmp_path / "in"
+    src.mkdir()
+    rng = random.Random(5)
+    terms = ["Acme", "router", "https://example.com/help", "XR-2040"]
+    wanted = {"Acme": "Acme", "router": "路由器", "https://example.com/help": "https://example.com/help",
+              "XR-2040": "XR-2040"}
+    lines = []
+    for sentence in [s for s in SENTENCES if len(s.split()) >= 5][:40]:
+        words = sentence.split(" ")
+        term = rng.choice(terms)
+        words.insert(rng.randrange(1, len(words)), term)
+        lines.append((term, " ".join(words)))
+    (src / "terms.txt").write_text("".join(f"{text}\n\n" for _, text in lines), "utf-8")
+    glossary = tmp_path / "glossary.tsv"
+    glossary.write_text("# brands stay, terms are fixed\nAcme\nrouter\t路由器\nre:\\b[A-Z]{2}-\\d{4}\\b\n", "utf-8")
+    result = docs(str(src), "--glossary", str(glossary), "--no-tm", "--json", env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    summary = json.loads(result.stdout)
+    warned = {int(w.split("line ", 1)[1].split(":")[0]) for w in summary["files"][0]["warnings"]}
+    out = (src / "terms.zh-Hans.txt").read_text("utf-8").split("\n\n")
+    kept = 0
+    for number, ((term, _), translated) in enumerate(zip(lines, out)):
+        line = 2 * number + 1
+        if wanted[term] in translated:
+            kept += 1
+        else:
+            assert line in warned, f"line {line}: {term!r} lost in silence: {translated!r}"
+    assert kept >= len(lines) // 3, f"only {kept} of {len(lines)} terms survived"
+    assert all(cjk(t) for t in out[:len(lines)])
+
+
+def test_ctrl_c_stops_with_130_and_says_how_to_resume(tmp_path, env):
+    src = tmp_path / "in"
+    write_corpus(src, files=12, per_file=45)
+    full_env = dict(os.environ, **env)
+    full_env.pop("EDGE_TRANSLATOR_MODEL", None)
+    process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "docs", str(src), "--no-tm", "--quiet"],
+                               cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.5)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr.decode()
+    assert b"run the same command again to resume" in stderr and b"Traceback" not in stderr
+    resumed = json.loads(docs(str(src), "--no-tm", "--json", env=env).stdout)
+    assert resumed["failed"] == 0 and resumed["done"] + resumed["up_to_date"] == 12
+
+
+def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
+    """What a GUI does: cancel a running job; a rerun finishes it exactly as a clean run would."""
+    import threading
+
+    from edge_translator import Translator
+    from edge_translator.documents.job import DocumentJob, JobOptions
+    from edge_translator.documents.journal import JobCache, Journal
+
+    src = tmp_path / "in"
+    write_corpus(src, files=9, per_file=45)
+    cache = JobCache(None)
+    with Translator.load(cache=cache) as translator:
+        clean = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "clean")).run()
+        assert clean.count("done") == 9
+        job = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "out"))
+        advanced = threading.Event()
+
+        class Watch:
+            def start(self, files, sentences): pass
+            def advance(self, sentences, plan): advanced.set()
+            def finished(self, plan): pass
+            def message(self, text): pass
+
+        result = {}
+        worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(Watch())))
+        worker.start()
+        assert advanced.wait(60)
+        job.cancel()
+        worker.join(60)
+        assert not worker.is_alive()
+        summary = result["summary"]
+        assert summary.count("cancelled") > 0 and summary.count("failed") == 0
+        journal = Journal(tmp_path / "out" / ".edge-translator-job.sqlite")
+        for plan in summary.files:
+            if plan.status == "cancelled":
+                assert all(t.text.strip() for t in journal.translations(plan.key)), "a partial segment was kept"
+        journal.close()
+        rerun = DocumentJob(translator, cache, [src],
+                            JobOptions(output_dir=tmp_path / "out")).run()
+        assert rerun.count("done") + rerun.count("up to date") == 9
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "clean")
