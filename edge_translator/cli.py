@@ -339,7 +339,7 @@ def cmd_bench_docs(args: argparse.Namespace) -> int:
         f" {flag} {value}" for flag, value in (("--mb", args.mb), ("--files", args.files),
                                                ("--rounds", args.rounds)))
     data = run(args.model, Path(args.work), Path(args.out), args.mb, args.files, args.sentences, args.rounds,
-               args.threads, command)
+               args.threads, command, not args.no_placeholders)
     s, b = data["small_vs_large"], data["folder"]
     print(f"{s['files']} files {s['many_rate']}/s, one file {s['one_rate']}/s: {s['ratio']}x; "
           f"{b['megabytes']} MB folder: {b['seconds']} s, peak RSS {b['peak_rss_mb']} MB")
@@ -541,6 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--rounds", type=int, default=3)
     bd.add_argument("--work", default="work/bench-docs", help="where the generated documents go")
     bd.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
+    bd.add_argument("--no-placeholders", action="store_true", help="skip the glossary placeholder measurement")
     bd.set_defaults(func=cmd_bench_docs)
 
     bl = sub.add_parser("bench-load", help="benchmark the engine under load only and update that section of "

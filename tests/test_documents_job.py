@@ -380,3 +380,13 @@ def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
                             JobOptions(output_dir=tmp_path / "out")).run()
         assert rerun.count("done") + rerun.count("up to date") == 9
     assert outputs(tmp_path / "out") == outputs(tmp_path / "clean")
+
+
+def test_bench_docs_smoke_writes_its_section(tmp_path):
+    result = run_cli("bench-docs", "--mb", "0.1", "--files", "8", "--sentences", "40", "--rounds", "1",
+                     "--no-placeholders", "--out", str(tmp_path / "docs"), "--work", str(tmp_path / "work"))
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    report = (tmp_path / "docs" / "benchmarks.md").read_text("utf-8")
+    assert "## Documents" in report and "peak RSS" in report and "8 files" in report
+    data = json.loads((tmp_path / "docs" / "benchmarks.json").read_text("utf-8"))["documents"]
+    assert data["folder"]["failed"] == 0 and data["folder"]["peak_rss_mb"] > 50 and data["small_vs_large"]["ratio"]

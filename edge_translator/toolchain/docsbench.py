@@ -180,13 +180,29 @@ def render_section(data: dict) -> list[str]:
     return lines
 
 
+def placeholders(model: str | None, threads: int | None) -> str:
+    """How often the glossary's placeholders survive the model (see :mod:`.placeholders`)."""
+    from ..core.translator import Translator
+    from ..documents.glossary import STYLES
+    from .placeholders import load_sentences, measure, report
+
+    with Translator.load(model, threads=threads, cache=None) as translator:
+        result = measure(translator, load_sentences(), STYLES)
+    return "\n".join([
+        "**Glossary placeholders** (each of 400 test sentences with one term of each kind inserted, masked by "
+        "the glossary's two placeholder styles; a sentence counts when every placeholder came back; the job "
+        "retries a damaged sentence with the other style, then keeps it with a warning):", "", "```",
+        report(result), "```"])
+
+
 def run(model: str | None, work: Path, out_dir: Path, megabytes: float, files: int, sentences_n: int,
-        rounds: int, threads: int | None, command: str) -> dict:
+        rounds: int, threads: int | None, command: str, with_placeholders: bool = True) -> dict:
     """Both measurements; the section is written into ``out_dir``'s benchmarks.md/.json."""
     work.mkdir(parents=True, exist_ok=True)
     sentences = test_sentences()
     data = {"command": command, "machine": machine_info(),
             "small_vs_large": small_vs_large(model, work, sentences[:sentences_n], files, rounds, threads),
-            "folder": big_folder(model, work, sentences, megabytes)}
+            "folder": big_folder(model, work, sentences, megabytes),
+            "placeholders": placeholders(model, threads) if with_placeholders else None}
     update_section(out_dir, "documents", data, "## Documents", render_section(data))
     return data
