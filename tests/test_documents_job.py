@@ -390,3 +390,69 @@ def test_bench_docs_smoke_writes_its_section(tmp_path):
     assert "## Documents" in report and "peak RSS" in report and "8 files" in report
     data = json.loads((tmp_path / "docs" / "benchmarks.json").read_text("utf-8"))["documents"]
     assert data["folder"]["failed"] == 0 and data["folder"]["peak_rss_mb"] > 50 and data["small_vs_large"]["ratio"]
+
+
+def test_closing_the_model_under_a_running_job_writes_nothing_partial(tmp_path):
+    """A GUI switching models closes the translator while a job runs: the files not finished
+    are reported, never written with blank translations, and a rerun completes them."""
+    import threading
+
+    from edge_translator import Translator
+    from edge_translator.documents.job import DocumentJob, JobOptions
+    from edge_translator.documents.journal import JobCache
+
+    src = tmp_path / "in"
+    write_corpus(src, files=9, per_file=45)
+    cache = JobCache(None)
+    with Translator.load(cache=cache) as translator:
+        DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "clean")).run()
+    expected = outputs(tmp_path / "clean")
+    translator = Translator.load(cache=cache)
+    job = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "out", window_chars=1500))
+    advanced = threading.Event()
+
+    class Watch:
+        def start(self, files, sentences): pass
+        def advance(self, sentences, plan): advanced.set()
+        def finished(self, plan): pass
+        def message(self, text): pass
+
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(Watch())))
+    worker.start()
+    assert advanced.wait(60)
+    translator.close(cancel=True)
+    worker.join(60)
+    summary = result["summary"]
+    assert summary.count("cancelled") > 0, [(f.status, f.message) for f in summary.files]
+    assert "model was closed" in next(
+        f.message for f in summary.files if f.status == "cancelled")
+    for name, data in outputs(tmp_path / "out").items():
+        assert data == expected[name], f"{name} was written from partial results"
+    with Translator.load(cache=cache) as again:
+        DocumentJob(again, cache, [src], JobOptions(output_dir=tmp_path / "out")).run()
+    assert outputs(tmp_path / "out") == expected
+
+
+def test_a_submission_that_ends_early_is_never_taken_for_a_translation(tmp_path):
+    """The engine closed under a window already submitted: its results stop short."""
+    from types import SimpleNamespace
+
+    from edge_translator.documents.job import DocumentJob, JobOptions
+    from edge_translator.documents.journal import JobCache
+
+    class Closed:
+        def __iter__(self):
+            return iter(())
+
+        def cancel(self):
+            pass
+
+    translator = SimpleNamespace(model_id="fake", bundle=SimpleNamespace(default_target="zh-Hans"),
+                                 submit=lambda *args, **kwargs: Closed())
+    src = tmp_path / "in"
+    write_corpus(src, files=2, per_file=5)
+    summary = DocumentJob(translator, JobCache(None), [src], JobOptions(output_dir=tmp_path / "out")).run()
+    assert [f.status for f in summary.files] == ["cancelled", "cancelled"]
+    assert "model was closed" in summary.files[0].message
+    assert outputs(tmp_path / "out") == {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..core.engine import Priority
+from ..core.errors import EngineClosed
 from ..core.text import split_sentences
 from ..core.translator import TranslateOptions, Translator, join_results
 from . import format_for, load_format
@@ -288,7 +289,12 @@ class DocumentJob:
         self.journal: Journal | None = None
         self._progress: Progress = NoProgress()
         self._cancelled = threading.Event()
+        self._reason = "cancelled; run again to resume"
         self._inflight: deque = deque()
+
+    def _stop(self, reason: str) -> None:
+        self._reason = reason
+        self._cancelled.set()
 
     def cancel(self) -> None:
         """Stop the job from any thread: the work in the engine is withdrawn, what is in the
@@ -415,7 +421,11 @@ class DocumentJob:
             busy = set().union(*(w[2] for w in inflight)) if inflight else set()
             items, exhausted = self._fill(source, pending, busy, exhausted)
             if items:
-                inflight.append(self._submit(items))
+                try:
+                    inflight.append(self._submit(items))
+                except EngineClosed:
+                    self._stop("the model was closed while the job ran; run it again to resume")
+                    break
             if not inflight:
                 if exhausted and not pending:
                     break
@@ -430,7 +440,7 @@ class DocumentJob:
             source.close()
             for plan in todo:
                 if plan.status == "todo":
-                    plan.status, plan.message, plan.document = "cancelled", "cancelled; run again to resume", None
+                    plan.status, plan.message, plan.document = "cancelled", self._reason, None
             return
         for plan in todo:
             self._write_if_complete(plan)
@@ -515,6 +525,10 @@ class DocumentJob:
             grouped[which].append(result)
         if self._cancelled.is_set():
             return  # a cancelled window's results are partial: keep none of them
+        if any(not results for results in grouped):
+            # the submission ended early without our cancel: the translator was closed
+            self._stop("the model was closed while the job ran; run it again to resume")
+            return
         texts = []
         for piece, results in zip(pieces, grouped):
             text = join_results(results)
