@@ -331,6 +331,21 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gui(args: argparse.Namespace) -> int:
+    """Open the desktop app."""
+    from .core.errors import require
+
+    require("PySide6", "gui")
+    from .gui.app import main as gui_main
+
+    argv = ["edge-translator gui"]
+    if args.model:
+        argv += ["--model", args.model]
+    if args.threads:
+        argv += ["--threads", str(args.threads)]
+    return gui_main(argv)
+
+
 def cmd_bench_docs(args: argparse.Namespace) -> int:
     """Measure the document translator and update the "Documents" section of the report."""
     from .toolchain.docsbench import run
@@ -530,6 +545,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .documents.command import add_parsers as add_document_parsers
 
     add_document_parsers(sub)
+
+    gu = sub.add_parser("gui", help="open the desktop app (extra 'gui'; also `edge-translator-gui`)")
+    gu.add_argument("--model", help="bundle directory for this run (default: the one chosen in the app)")
+    gu.add_argument("--threads", type=int, help="ONNX Runtime threads for this run")
+    gu.set_defaults(func=cmd_gui)
 
     bd = sub.add_parser("bench-docs", help="measure `docs`: many small files against one large one, and the peak "
                         "memory of a mixed folder (extra 'docs')")

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Qt widgets in the GUI tests draw offscreen: no display is needed (or used, if there is one).
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: The real opus-mt-en-zh configuration, shipped inside the repository with the toolchain.

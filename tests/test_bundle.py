@@ -79,3 +79,14 @@ def test_cli_reports_missing_bundle(tmp_path):
     result = run_cli("translate", "--model", str(tmp_path / "missing"), "Hello.")
     assert result.returncode == 3
     assert "does not exist" in result.stderr.decode() and "Traceback" not in result.stderr.decode()
+
+
+def test_bundle_names_its_scheme_as_export_does(tiny_int8):
+    from edge_translator.core.bundle import load_bundle, scheme_name
+    from edge_translator.toolchain.quantize import SCHEME_MODES
+
+    for name, mode in SCHEME_MODES.items():
+        assert scheme_name(mode) == name
+    assert scheme_name("future-mode") == "future-mode"
+    bundle = load_bundle(tiny_int8)
+    assert SCHEME_MODES[bundle.scheme] == bundle.quantization["mode"]

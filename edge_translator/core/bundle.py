@@ -24,6 +24,16 @@ FORMAT = "edge-translator-bundle"
 FORMAT_VERSION = 1
 
 
+#: Quantization mode recorded in a manifest → the scheme name of ``export --quantize``.
+_SCHEMES = {"rowwise": "int8r", "dynamic": "int8", "q8": "q8", "q4": "q4", "none": "none"}
+
+
+def scheme_name(mode: str) -> str:
+    """The ``export --quantize`` name of a manifest's quantization mode (``rowwise`` →
+    ``int8r``); an unknown mode is returned as it is."""
+    return _SCHEMES.get(mode, mode)
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     """One ONNX graph of a bundle and its input and output names."""
@@ -94,6 +104,12 @@ class Bundle:
     def file(self, name: str) -> Path:
         """Return the path of a file of this bundle."""
         return self.path / name
+
+    @property
+    def scheme(self) -> str:
+        """The weight scheme by the name ``export --quantize`` takes: ``int8r``, ``int8``,
+        ``q8``, ``q4`` or ``none`` (the quantization mode itself for one it does not know)."""
+        return scheme_name(str(self.quantization.get("mode", "none")))
 
     @property
     def output_ids(self):

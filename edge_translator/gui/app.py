@@ -1,0 +1,145 @@
+"""Entry point of the desktop app: ``edge-translator-gui`` (or ``python -m edge_translator.gui.app``).
+
+:func:`main` creates the application, loads the settings and the model (before the window
+shows, so the first translation is instant), explains a model that cannot be loaded and
+lets the user pick another, then runs the window. High-DPI scaling is on by default in
+Qt 6, so there is nothing to set for it; since Qt 6.5 the default style follows the
+system's light or dark colour scheme, so no style is forced either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+
+from PySide6.QtGui import QFontDatabase, QIcon
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QWidget
+
+from ..core.errors import EdgeTranslatorError
+from . import settings as settings_store
+from .session import ModelSession
+from .settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: The icon's file names, in order of preference (the lead ships a PNG and/or an SVG).
+ICON_NAMES = ("edge-translator.png", "edge-translator.svg")
+FONT_HINT = "No font for Chinese characters was found: install a CJK font, e.g. `sudo apt install fonts-noto-cjk`"
+
+
+def icon_path() -> Path | None:
+    """The app icon: ``edge-translator.png`` (or ``.svg``) among the package's resources, or in
+    ``assets/`` of the source tree; ``None`` if there is none."""
+    package = Path(__file__).resolve().parent.parent
+    folders = (package / "gui" / "resources", package / "assets", package.parent / "assets")
+    for name in ICON_NAMES:
+        for folder in folders:
+            if (folder / name).is_file():
+                return folder / name
+    return None
+
+
+def check_fonts() -> str | None:
+    """Whether Chinese text can be shown.
+
+    Returns:
+        A hint to install a CJK font when no font family supports Simplified Chinese,
+        else ``None``.
+    """
+    if QFontDatabase.families(QFontDatabase.WritingSystem.SimplifiedChinese):
+        return None
+    return FONT_HINT
+
+
+def load_first_model(session: ModelSession, settings: Settings, parent: QWidget | None = None) -> Settings | None:
+    """Load the model of ``settings`` (or the default) on this thread, asking for another
+    bundle for as long as loading fails.
+
+    Args:
+        session: The session to load into.
+        settings: Which bundle (``model``) and how many ``threads``.
+        parent: The parent of the dialogs.
+
+    Returns:
+        The settings to go on with (``model`` is the bundle the user chose, if they chose
+        one), or ``None`` if the user chose to quit.
+    """
+    from .window import ask
+
+    path: str | None = settings.model
+    while True:
+        try:
+            session.load_now(path, settings.threads)
+            return settings if path == settings.model else dataclasses.replace(settings, model=path)
+        except EdgeTranslatorError as exc:
+            reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog, never a crash
+            logger.exception("loading %s failed", path)
+            reason = f"{type(exc).__name__}: {exc}"
+        choice = ask(parent, QMessageBox.Icon.Critical, "Edge Translator cannot start",
+                     f"The translation model at {path or 'the default location'} could not be loaded.",
+                     [("Choose a model…", QMessageBox.ButtonRole.AcceptRole),
+                      ("Quit", QMessageBox.ButtonRole.RejectRole)],
+                     details=f"{reason}\n\nChoose a model bundle folder (one made by `edge-translator export`), "
+                             "or quit.")
+        if choice != "Choose a model…":
+            return None
+        folder = QFileDialog.getExistingDirectory(parent, "Choose a model bundle", str(path or Path.home()))
+        if not folder:
+            return None
+        path = folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the app.
+
+    Args:
+        argv: Command-line arguments (``sys.argv`` by default); Qt's own options are accepted.
+
+    Returns:
+        The exit status: 0, or 1 if no model could be loaded and the user quit.
+    """
+    import argparse
+    import dataclasses
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="edge-translator gui", add_help=False)
+    parser.add_argument("--model")
+    parser.add_argument("--threads", type=int)
+    chosen, rest = parser.parse_known_args(argv[1:])
+    app = QApplication.instance() or QApplication(argv[:1] + rest)
+    app.setApplicationName(settings_store.APPLICATION)
+    app.setOrganizationName(settings_store.ORGANIZATION)
+    app.setApplicationDisplayName("Edge Translator")
+    icon = icon_path()
+    if icon is not None:
+        app.setWindowIcon(QIcon(str(icon)))
+
+    qsettings = settings_store.default_qsettings()
+    settings = settings_store.load(qsettings)
+    if chosen.model or chosen.threads:  # this run only, until the user saves other choices
+        settings = dataclasses.replace(settings, model=chosen.model or settings.model,
+                                       threads=chosen.threads or settings.threads)
+    session = ModelSession(app)
+    settings = load_first_model(session, settings)
+    if settings is None:
+        return 1
+
+    from .window import MainWindow
+
+    window = MainWindow(session, settings, qsettings)
+    window.show()
+    hint = check_fonts()
+    if hint:
+        window.notify(hint, 30000)
+    try:
+        return app.exec()
+    finally:
+        session.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
