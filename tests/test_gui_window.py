@@ -128,9 +128,17 @@ def test_translate_button_streams_every_sentence(qtbot, window, session):
     assert window.copy_action.isEnabled()
 
 
+def activate(qtbot, window) -> None:
+    """Make the window the active one (shortcuts need it); on a real X server that is
+    asynchronous, offscreen it is at once."""
+    window.raise_()
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=3000)
+
+
 def test_ctrl_enter_translates(qtbot, window):
     window.source.setPlainText("My brother plays the piano.")
-    window.activateWindow()
+    activate(qtbot, window)
     window.source.setFocus()
     with qtbot.waitSignal(window.translation_finished, timeout=10000):
         qtbot.keyClick(window.source, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
@@ -164,7 +172,7 @@ def test_escape_cancels(qtbot, window):
     window.source.setPlainText(sentences(300, "escaped"))
     qtbot.mouseClick(window.translate_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(window.alignment) >= 1, timeout=10000)
-    window.activateWindow()
+    activate(qtbot, window)
     qtbot.keyClick(window.source, Qt.Key.Key_Escape)
     assert not window.stream.running
     done = len(window.alignment)
