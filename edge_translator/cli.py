@@ -343,6 +343,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
         argv += ["--model", args.model]
     if args.threads:
         argv += ["--threads", str(args.threads)]
+    if args.no_tm:
+        argv.append("--no-tm")
     return gui_main(argv)
 
 
@@ -549,6 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
     gu = sub.add_parser("gui", help="open the desktop app (extra 'gui'; also `edge-translator-gui`)")
     gu.add_argument("--model", help="bundle directory for this run (default: the one chosen in the app)")
     gu.add_argument("--threads", type=int, help="ONNX Runtime threads for this run")
+    gu.add_argument("--no-tm", action="store_true", help="do not use the translation memory in the user's data "
+                    "directory (the one `docs` fills)")
     gu.set_defaults(func=cmd_gui)
 
     bd = sub.add_parser("bench-docs", help="measure `docs`: many small files against one large one, and the peak "

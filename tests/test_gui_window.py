@@ -540,3 +540,25 @@ def test_the_command_has_a_gui_subcommand():
 
     result = run_cli("gui", "--help")
     assert result.returncode == 0 and b"--model" in result.stdout and b"--threads" in result.stdout
+
+
+def test_the_app_reuses_the_users_translation_memory(qapp, monkeypatch, tmp_path):
+    """What `docs` put in the memory answers the app at once; a memory that cannot be opened
+    is a note, not a crash."""
+    from edge_translator.core.memory import TranslationMemory
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    with TranslationMemory() as memory:
+        memory.add("The blue kettle is hot.", "蓝色水壶很烫（记忆库）。", "zh-Hans")
+    cache, note = gui_app.open_memory()
+    assert note is None
+    model = ModelSession(memory=cache)
+    try:
+        translator = model.load_now(DEMO)
+        assert translator.translate("The blue kettle is hot.") == "蓝色水壶很烫（记忆库）。"
+    finally:
+        model.close()
+    (tmp_path / "ro").write_text("a file where the data folder should be", "utf-8")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "ro"))
+    cache, note = gui_app.open_memory()
+    assert cache is None and note.startswith("Translation memory not used")

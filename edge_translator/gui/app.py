@@ -41,6 +41,24 @@ def icon_path() -> Path | None:
     return None
 
 
+def open_memory():
+    """The user's translation memory (the one ``edge-translator docs`` fills) behind an
+    in-memory LRU, so sentences translated anywhere are reused here.
+
+    Returns:
+        ``(cache, None)``, or ``(None, note)`` when the memory cannot be opened (the app
+        then keeps its cache in memory only and says why in the status bar).
+    """
+    from ..core.cache import ChainedCache, LRUCache
+    from ..core.errors import EdgeTranslatorError
+    from ..core.memory import TranslationMemory
+
+    try:
+        return ChainedCache(LRUCache(8192), TranslationMemory()), None
+    except EdgeTranslatorError as exc:
+        return None, f"Translation memory not used: {exc}"
+
+
 def check_fonts() -> str | None:
     """Whether Chinese text can be shown.
 
@@ -109,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="edge-translator gui", add_help=False)
     parser.add_argument("--model")
     parser.add_argument("--threads", type=int)
+    parser.add_argument("--no-tm", action="store_true")
     chosen, rest = parser.parse_known_args(argv[1:])
     app = QApplication.instance() or QApplication(argv[:1] + rest)
     app.setApplicationName(settings_store.APPLICATION)
@@ -123,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if chosen.model or chosen.threads:  # this run only, until the user saves other choices
         settings = dataclasses.replace(settings, model=chosen.model or settings.model,
                                        threads=chosen.threads or settings.threads)
-    session = ModelSession(app)
+    memory, memory_note = (None, None) if chosen.no_tm else open_memory()
+    session = ModelSession(app, memory=memory)
     settings = load_first_model(session, settings)
     if settings is None:
         return 1
@@ -132,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     window = MainWindow(session, settings, qsettings)
     window.show()
-    hint = check_fonts()
+    hint = check_fonts() or memory_note
     if hint:
         window.notify(hint, 30000)
     try:
