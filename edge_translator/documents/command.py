@@ -108,6 +108,10 @@ def cmd_docs(args: argparse.Namespace) -> int:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     memory = None if args.no_tm else _memory(args)
     cache = JobCache(memory)
+    if not args.verbose:  # a sentence cut at the length limit is logged per sentence: noise over a bar
+        import logging
+
+        logging.getLogger("edge_translator.core.translator").setLevel(logging.ERROR)
     if args.json or args.quiet:
         progress = MessagesOnly(failures_only=args.quiet or args.json)
     else:
