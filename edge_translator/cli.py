@@ -387,7 +387,7 @@ def _print_load(load: dict) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``edge-translator`` command."""
     from . import __version__
-    from .toolchain.quantize import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME, SCHEME_MODES
+    from .core.bundle import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME, SCHEME_MODES
 
     parser = argparse.ArgumentParser(prog="edge-translator", description="Offline English→Chinese translation.",
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -591,6 +591,10 @@ def _add_load_arguments(parser: argparse.ArgumentParser) -> None:
                         "(--smoke: a few seconds)")
 
 
+#: Top-level modules a single-file build leaves out (build/edge-translator.spec).
+_TOOLCHAIN_MODULES = ("torch", "transformers", "onnx")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; errors become one line on stderr and an exit code."""
     parser = build_parser()
@@ -611,6 +615,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
+        missing = getattr(exc, "name", None) or ""
+        if isinstance(exc, ModuleNotFoundError) and (missing.split(".")[0] in _TOOLCHAIN_MODULES
+                                                     or missing.startswith("edge_translator.toolchain")):
+            print(f"edge-translator: error: `{args.command}` needs the toolchain, which this build of "
+                  f"edge-translator leaves out (no module {missing}); run it from the Python package: "
+                  "pip install 'edge-translator[export]'", file=sys.stderr)
+            return 6
         reason = str(exc).splitlines()[0] if str(exc) else ""
         print(f"edge-translator: unexpected error: {type(exc).__name__}: {reason} "
               "(run with -v for details, and please report it)", file=sys.stderr)

@@ -76,3 +76,17 @@ def test_huge_input_is_translated_completely(tiny_int8):
     assert result.returncode == 0, result.stderr.decode()
     out = result.stdout.decode()
     assert out.count("。") + out.count(".") >= 400 and out.endswith("\n")
+
+
+def test_a_build_without_the_toolchain_says_so_in_one_line(monkeypatch, capsys, tmp_path):
+    """The single-file builds leave the toolchain out; its commands then explain, exit 6."""
+    import sys
+
+    from edge_translator import cli
+
+    for name in ("edge_translator.toolchain.quantize", "edge_translator.toolchain.export"):
+        monkeypatch.setitem(sys.modules, name, None)
+    code = cli.main(["export", str(tmp_path / "hf"), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 6 and err.count("\n") == 1
+    assert "needs the toolchain" in err and "edge-translator[export]" in err and "Traceback" not in err

@@ -24,8 +24,16 @@ FORMAT = "edge-translator-bundle"
 FORMAT_VERSION = 1
 
 
-#: Quantization mode recorded in a manifest → the scheme name of ``export --quantize``.
-_SCHEMES = {"rowwise": "int8r", "dynamic": "int8", "q8": "q8", "q4": "q4", "none": "none"}
+#: ``export --quantize`` names → the quantization mode a manifest records (``int8`` is dynamic
+#: INT8; static comes from ``--calibrate``). Here, not in the toolchain, so that a build without
+#: the toolchain still parses the command line and names schemes.
+SCHEME_MODES = {"int8": "dynamic", "int8r": "rowwise", "q8": "q8", "q4": "q4", "none": "none"}
+#: What ``edge-translator export`` writes without ``--quantize``: INT8 with per-row activations
+#: (batch-invariant on any CPU).
+DEFAULT_SCHEME = "int8r"
+#: Weights per block of the block-quantized schemes (q8, q4) unless told otherwise.
+DEFAULT_BLOCK_SIZE = 64
+_SCHEMES = {mode: name for name, mode in SCHEME_MODES.items()}
 
 
 def scheme_name(mode: str) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.bundle import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME, SCHEME_MODES  # noqa: F401 - re-exported
 from ..core.cpu import INT8_KERNEL_FLAGS
 from ..core.errors import ExportError
 
@@ -41,12 +42,6 @@ MODES = ("none", "dynamic", "rowwise", "static", "q8", "q4")
 BLOCK_BITS = {"q8": 8, "q4": 4}
 #: Block sizes MatMulNBits accepts (powers of two, at least 16).
 BLOCK_SIZES = (16, 32, 64, 128, 256)
-DEFAULT_BLOCK_SIZE = 64
-#: ``--quantize`` names → :attr:`QuantizeOptions.mode` (``int8`` is dynamic INT8; static comes from ``--calibrate``).
-SCHEME_MODES = {"int8": "dynamic", "int8r": "rowwise", "q8": "q8", "q4": "q4", "none": "none"}
-#: What ``edge-translator export`` writes without ``--quantize``: INT8 with per-row activations
-#: (batch-invariant on any CPU).
-DEFAULT_SCHEME = "int8r"
 #: MatMulNBits ``accuracy_level`` 4: activations quantized to int8 per row and block.
 ACCURACY_INT8 = 4
 #: ONNX Runtime releases with MatMulNBits int8-compute kernels for 8-bit weights (the
