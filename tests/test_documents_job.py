@@ -347,6 +347,20 @@ def test_ctrl_c_stops_with_130_and_says_how_to_resume(tmp_path, env):
     assert resumed["failed"] == 0 and resumed["done"] + resumed["up_to_date"] == 24
 
 
+class FirstAdvance:
+    """A progress report that sets ``advanced`` when the first sentences are done."""
+
+    def __init__(self):
+        import threading
+
+        self.advanced = threading.Event()
+
+    def start(self, files, sentences): pass
+    def advance(self, sentences, plan): self.advanced.set()
+    def finished(self, plan): pass
+    def message(self, text): pass
+
+
 def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
     """What a GUI does: cancel a running job; a rerun finishes it exactly as a clean run would."""
     import threading
@@ -362,16 +376,11 @@ def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
         clean = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "clean")).run()
         assert clean.count("done") == 24
         job = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "out", window_chars=1500))
-        advanced = threading.Event()
-
-        class Watch:
-            def start(self, files, sentences): pass
-            def advance(self, sentences, plan): advanced.set()
-            def finished(self, plan): pass
-            def message(self, text): pass
+        watch = FirstAdvance()
+        advanced = watch.advanced
 
         result = {}
-        worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(Watch())))
+        worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(watch)))
         worker.start()
         assert advanced.wait(60)
         job.cancel()
@@ -417,16 +426,11 @@ def test_closing_the_model_under_a_running_job_writes_nothing_partial(tmp_path):
     expected = outputs(tmp_path / "clean")
     translator = Translator.load(cache=cache)
     job = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "out", window_chars=1500))
-    advanced = threading.Event()
-
-    class Watch:
-        def start(self, files, sentences): pass
-        def advance(self, sentences, plan): advanced.set()
-        def finished(self, plan): pass
-        def message(self, text): pass
+    watch = FirstAdvance()
+    advanced = watch.advanced
 
     result = {}
-    worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(Watch())))
+    worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(watch)))
     worker.start()
     assert advanced.wait(60)
     translator.close(cancel=True)

@@ -83,6 +83,8 @@ class FilePlan:
     sha256: str = ""
     stamp: tuple[int, int] = (0, 0)
     remaining: int = 0
+    done: set[int] = field(default_factory=set)
+    """Indices of segments the journal already holds (emptied once they are skipped)."""
     exhausted: bool = False
     document: object = None
 
@@ -384,7 +386,7 @@ class DocumentJob:
         plan.document, plan.segments, plan.sentences = document, segments, sentences
         done = self.journal.begin(plan.key, str(plan.input), plan.sha256, self.settings, segments)
         plan.remaining = segments - len(done)
-        plan.done = done  # type: ignore[attr-defined]
+        plan.done = done
 
     def _segments(self, todo: list[FilePlan]) -> Iterator[tuple[FilePlan, int, Segment]]:
         """The segments still to translate, file after file; those that need no model are
@@ -393,7 +395,7 @@ class DocumentJob:
         for plan in todo:
             if plan.status != "todo":
                 continue
-            done: set[int] = plan.done  # type: ignore[attr-defined]
+            done = plan.done
             try:
                 for idx, seg in enumerate(plan.document.segments()):
                     if plan.status != "todo":
@@ -408,7 +410,7 @@ class DocumentJob:
             except DocumentError as exc:
                 self._fail(plan, f"changed while it was read ({exc.reason}); run the job again")
                 continue
-            plan.done = set()  # type: ignore[attr-defined]
+            plan.done = set()
             plan.exhausted = True
             self._write_if_complete(plan)
 
