@@ -8,6 +8,7 @@ does not load.
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,38 @@ def test_import_has_no_side_effects(tmp_path):
             "assert set(os.listdir('.')) == before\n"
             "import sys; assert 'onnxruntime' not in sys.modules\n") % str(tmp_path)
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+PACKAGE = CORE.parent
+
+
+def test_onnxruntime_is_imported_in_one_place_only():
+    """Every use of ONNX Runtime goes through ``core.sessions.onnxruntime()``, which turns its
+    telemetry off before the first import: any other import statement could come first."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.relative_to(PACKAGE)}:{node.lineno}" for n in names if n.split(".")[0] == "onnxruntime"]
+    assert found == ["core/sessions.py:" + str(_line_of(CORE / "sessions.py", "import onnxruntime as ort"))]
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip() == text)
+
+
+def test_translating_writes_nothing_outside_and_turns_onnxruntime_telemetry_off(tiny_int8, tmp_path):
+    """ONNX Runtime's Linux package writes a device id and an event cache under
+    ``~/.cache/Microsoft`` on import unless ``ORT_DISABLE_TELEMETRY=1`` was set first. The
+    runtime sets it, so translating leaves the home and cache folders as they were."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    code = ("import os\nfrom edge_translator.core.translator import Translator\n"
+            f"print(Translator.load({str(tiny_int8)!r}).translate('Hello there.'))\n"
+            "import onnxruntime, sys\n"
+            "assert os.environ['ORT_DISABLE_TELEMETRY'] == '1'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=tmp_path, capture_output=True)
+    assert [p for p in tmp_path.rglob("*") if p != home] == []

@@ -185,9 +185,9 @@ def check_runtime(manifest: dict, cpu: CpuInfo | None = None, onnxruntime_versio
         return None
     cpu = cpu or cpu_info()
     if onnxruntime_version is None:
-        import onnxruntime
+        from .sessions import onnxruntime
 
-        onnxruntime_version = onnxruntime.__version__
+        onnxruntime_version = onnxruntime().__version__
     minimum = needs.get(cpu.arch)
     if minimum and _version(onnxruntime_version) < _version(minimum):
         raise BundleError(f"this {quantization.get('mode')} bundle needs onnxruntime >= {minimum} on {cpu.arch}, "

@@ -17,7 +17,7 @@ import numpy as np
 from .bundle import Bundle
 from .cpu import check_runtime
 from .errors import BundleError
-from .sessions import create_session
+from .sessions import create_session, onnxruntime
 
 logger = logging.getLogger(__name__)
 
@@ -118,8 +118,7 @@ class Seq2Seq:
         model = cls(create_session(bundle.file(bundle.encoder.file), threads, spin, arena),
                     create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle)
         if memory == "shrink":
-            import onnxruntime as ort
-
+            ort = onnxruntime()
             model.run_options = ort.RunOptions()
             model.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         return model

@@ -1,4 +1,14 @@
-"""ONNX Runtime session options, set in one place: threads, optimization, provider, logs."""
+"""ONNX Runtime, set up in one place: the import (telemetry off), threads, optimization,
+provider, logs.
+
+ONNX Runtime's official Linux and macOS packages carry telemetry since 1.2x: on its first
+import it writes a persistent device id and an event cache under ``~/.cache/Microsoft/``
+and queues events for upload. An offline translator must not, so every import of
+``onnxruntime`` in this package goes through :func:`onnxruntime`, which sets
+``ORT_DISABLE_TELEMETRY=1`` first: ONNX Runtime's own full opt-out, read once per process
+(no uploader, no events, no device id, no cache). A user who sets the variable to ``0``
+keeps ONNX Runtime's default.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +21,23 @@ from .errors import BundleError
 logger = logging.getLogger(__name__)
 
 PROVIDERS = ["CPUExecutionProvider"]
+#: ONNX Runtime's opt-out of its telemetry; it must be set before the first import.
+TELEMETRY_VARIABLE = "ORT_DISABLE_TELEMETRY"
+
+
+def onnxruntime():
+    """The ``onnxruntime`` module, imported with its telemetry off (see the module's doc).
+
+    Returns:
+        The module. If it was imported before, by someone else, with telemetry on, it is
+        too late for the full opt-out; its runtime switch is still turned off.
+    """
+    os.environ.setdefault(TELEMETRY_VARIABLE, "1")
+    import onnxruntime as ort
+
+    if os.environ.get(TELEMETRY_VARIABLE) == "1" and hasattr(ort, "disable_telemetry_events"):
+        ort.disable_telemetry_events()
+    return ort
 
 
 def physical_cores() -> int:
@@ -54,8 +81,7 @@ def session_options(threads: int | None = None, spin: bool = True, arena: bool =
     Returns:
         An ``onnxruntime.SessionOptions``.
     """
-    import onnxruntime as ort
-
+    ort = onnxruntime()
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
     options = ort.SessionOptions()
@@ -76,8 +102,7 @@ def create_session(path: Path, threads: int | None = None, spin: bool = True, ar
     Raises:
         BundleError: If ONNX Runtime cannot load the graph.
     """
-    import onnxruntime as ort
-
+    ort = onnxruntime()
     options = session_options(threads, spin, arena)
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=PROVIDERS)

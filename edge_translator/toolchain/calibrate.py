@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.decode import Seq2Seq
 from ..core.errors import ExportError, require
+from ..core.sessions import onnxruntime
 from ..core.tokenizer import Tokenizer
 from .graphs import WrittenGraphs, save_shared, write_graphs
 from .marian import MarianWeights
@@ -75,9 +76,9 @@ def quantize_static_graphs(weights: MarianWeights, out: Path, quant: QuantizeOpt
     QDQ gives each tensor one quantization, so the output projection gets its own INT8
     weight instead of sharing the embedding's: static bundles are larger than dynamic ones.
     """
-    require("onnxruntime.quantization", "export")
+    onnxruntime()  # telemetry off before the first import
+    q = require("onnxruntime.quantization", "export")
     import onnx
-    from onnxruntime import quantization as q
 
     sentences = read_calibration(quant.calibration, quant.calibration_limit)
     encoder_feeds, decoder_feeds = calibration_feeds(model, tokenizer, target_id, sentences)
