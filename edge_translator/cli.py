@@ -345,6 +345,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
         argv += ["--threads", str(args.threads)]
     if args.no_tm:
         argv.append("--no-tm")
+    if args.self_test is not None:
+        argv += ["--self-test", args.self_test]
     return gui_main(argv)
 
 
@@ -553,6 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     gu.add_argument("--threads", type=int, help="ONNX Runtime threads for this run")
     gu.add_argument("--no-tm", action="store_true", help="do not use the translation memory in the user's data "
                     "directory (the one `docs` fills)")
+    gu.add_argument("--self-test", nargs="?", const="", metavar="TEXT",
+                    help="translate TEXT (default: a short sentence) in the window, print it and quit: "
+                    "exit 0 if it came out in Chinese; saves nothing")
     gu.set_defaults(func=cmd_gui)
 
     bd = sub.add_parser("bench-docs", help="measure `docs`: many small files against one large one, and the peak "

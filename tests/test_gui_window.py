@@ -562,3 +562,48 @@ def test_the_app_reuses_the_users_translation_memory(qapp, monkeypatch, tmp_path
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "ro"))
     cache, note = gui_app.open_memory()
     assert cache is None and note.startswith("Translation memory not used")
+
+
+# -- self-test (what build/smoke.sh runs on the built app) -----------------------------------------
+
+
+def test_self_test_translates_through_the_window(qapp, window, capsys):
+    from edge_translator.gui import selftest
+
+    assert selftest.run(qapp, window, "I like tea. The station is near.") == 0
+    printed = capsys.readouterr().out.strip()
+    assert CJK.search(printed) and printed == window.target.toPlainText().strip()
+    assert window.source.toPlainText() == "I like tea. The station is near."
+
+
+def test_self_test_fails_in_one_line_when_the_translation_is_late(qapp, window, capsys):
+    from edge_translator.gui import selftest
+
+    assert selftest.run(qapp, window, sentences(400, "late"), timeout_ms=1) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("self-test failed: no translation within") and "\n" not in err
+    window.stream.cancel()
+
+
+@pytest.mark.parametrize("model", ["missing", "corrupt"])
+def test_the_self_test_command_exits_0_or_says_why_in_one_line(tmp_path, model):
+    """As the smoke test runs it: the app starts offscreen, prints the translation, quits,
+    and saves nothing (no settings, no translation memory) in the user's folders."""
+    from .conftest import run_cli
+
+    env = {"QT_QPA_PLATFORM": "offscreen", "HOME": str(tmp_path / "home"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    result = run_cli("gui", "--self-test", "I like tea.", env=env)
+    assert result.returncode == 0, result.stderr
+    assert CJK.search(result.stdout.decode()) and b"Traceback" not in result.stderr
+    assert not any(p.is_file() for p in tmp_path.rglob("*")), list(tmp_path.rglob("*"))
+
+    bundle = tmp_path / "bundle"
+    if model == "corrupt":
+        shutil.copytree(DEMO, bundle)
+        (bundle / "weights.bin").write_bytes(b"\0" * 100)
+    failed = run_cli("gui", "--self-test", "--model", str(bundle), env=env)
+    lines = failed.stderr.decode().strip().splitlines()
+    assert failed.returncode == 1 and failed.stdout == b""
+    assert lines[-1].startswith("self-test failed: ") and str(bundle) in lines[-1]
+    assert not any("Traceback" in line for line in lines)

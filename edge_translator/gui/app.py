@@ -115,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
 
     Args:
         argv: Command-line arguments (``sys.argv`` by default); Qt's own options are accepted.
+            ``--self-test [TEXT]`` translates TEXT (or a default sentence) in the window,
+            prints the translation and quits, saving nothing (see :mod:`.selftest`).
 
     Returns:
-        The exit status: 0, or 1 if no model could be loaded and the user quit.
+        The exit status: 0, or 1 if no model could be loaded and the user quit (or the
+        self-test failed).
     """
     import argparse
     import dataclasses
@@ -128,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--no-tm", action="store_true")
+    parser.add_argument("--self-test", nargs="?", const="", metavar="TEXT")
     chosen, rest = parser.parse_known_args(argv[1:])
     app = QApplication.instance() or QApplication(argv[:1] + rest)
     app.setApplicationName(settings_store.APPLICATION)
@@ -142,16 +146,31 @@ def main(argv: list[str] | None = None) -> int:
     if chosen.model or chosen.threads:  # this run only, until the user saves other choices
         settings = dataclasses.replace(settings, model=chosen.model or settings.model,
                                        threads=chosen.threads or settings.threads)
-    memory, memory_note = (None, None) if chosen.no_tm else open_memory()
+    self_test = chosen.self_test is not None
+    memory, memory_note = (None, None) if chosen.no_tm or self_test else open_memory()
     session = ModelSession(app, memory=memory)
-    settings = load_first_model(session, settings)
-    if settings is None:
-        return 1
+    if self_test:
+        try:  # no dialogs: one line and an exit status
+            session.load_now(settings.model, settings.threads)
+        except EdgeTranslatorError as exc:
+            print(f"self-test failed: {exc}", file=sys.stderr, flush=True)
+            return 1
+    else:
+        settings = load_first_model(session, settings)
+        if settings is None:
+            return 1
 
     from .window import MainWindow
 
     window = MainWindow(session, settings, qsettings)
     window.show()
+    if self_test:
+        from . import selftest
+
+        try:
+            return selftest.run(app, window, chosen.self_test or selftest.DEFAULT_TEXT)
+        finally:
+            session.close()
     hint = check_fonts() or memory_note
     if hint:
         window.notify(hint, 30000)
