@@ -2,26 +2,76 @@
 # Build the one-file apps edge-translator and edge-translator-gui with PyInstaller.
 #
 # Usage: build/build.sh [VENV]
-#   VENV     the virtual environment to build from (argument, else $VENV, else .venv); it needs
-#            pyinstaller and edge-translator[serve,docs,gui], and should not hold the export extra.
-#   DIST     where the apps go (default /tmp/edge-translator/dist)
-#   WORK     PyInstaller's work folder (default /tmp/edge-translator/work)
+#   VENV     the build venv (argument, else $VENV, else WORK/venv). Made on the first run:
+#            build/requirements.txt (PyInstaller and the apps' dependencies, pinned) and numpy;
+#            remade when those inputs change. This checkout goes in (--no-deps) on every run.
+#   DIST     where the apps go (default dist/ of this checkout)
+#   WORK     PyInstaller's work folder, the venv and numpy's wheel (default work/build/)
 #   TARGETS  which apps (default "edge-translator edge-translator-gui")
 #   ONEDIR=1 builds one-folder apps instead (DIST/NAME/NAME).
+#   NUMPY_BLAS=none (default) builds numpy from source without BLAS or LAPACK: the runtime
+#            never multiplies matrices in numpy (ONNX Runtime does), and OpenBLAS with its
+#            gfortran is 8.5 MB of the compressed CLI. Needs a C/C++ compiler and Python's
+#            headers; takes a few minutes, once per WORK. NUMPY_BLAS=wheel takes PyPI's wheel.
+#   PYTHON   the interpreter that makes the venv (default python3)
+#   PY       build with this interpreter as it is: no venv is made or changed
+#   MAX_CLI_MB=45, MAX_GUI_MB=100: a one-file app over its limit fails the build.
 # Fails if torch, transformers, onnx or edge_translator.toolchain ends up in an app.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-VENV=${1:-${VENV:-$HERE/../.venv}}
-DIST=${DIST:-/tmp/edge-translator/dist}
-WORK=${WORK:-/tmp/edge-translator/work}
+REPO=$(cd "$HERE/.." && pwd)
+DIST=${DIST:-$REPO/dist}
+WORK=${WORK:-$REPO/work/build}
+VENV=${1:-${VENV:-$WORK/venv}}
 TARGETS=${TARGETS:-edge-translator edge-translator-gui}
-PY=$VENV/bin/python
+NUMPY_BLAS=${NUMPY_BLAS:-none}
+NUMPY_VERSION=2.4.6
+log() { echo "build.sh: $*"; }
 
+# --- the build venv --------------------------------------------------------------------------
+# Its inputs: the pinned requirements, the numpy choice, and this checkout's pyproject.toml.
+# PY=... (an interpreter that already has all of it, e.g. build/aarch64/build.sh's) skips it.
+if [[ -z ${PY:-} ]]; then
+    PY=$VENV/bin/python
+    stamp=$(cat "$HERE/requirements.txt" "$REPO/pyproject.toml" <(echo "numpy $NUMPY_VERSION $NUMPY_BLAS") | sha256sum | cut -c1-16)
+    if [[ $(cat "$VENV/.edge-translator-build" 2>/dev/null) != "$stamp" ]]; then
+        log "making the build venv $VENV"
+        rm -rf "$VENV"
+        "${PYTHON:-python3}" -m venv "$VENV"
+        "$PY" -m pip install -q --upgrade pip
+        numpy_spec="numpy==$NUMPY_VERSION"
+        if [[ $NUMPY_BLAS == none ]]; then
+            wheels=$WORK/numpy-noblas-$NUMPY_VERSION
+            if ! compgen -G "$wheels/numpy-$NUMPY_VERSION-*.whl" >/dev/null; then
+                log "building numpy $NUMPY_VERSION from source without BLAS (a few minutes, once)"
+                rm -rf "$wheels" && mkdir -p "$wheels"
+                # --no-cache-dir: pip's wheel cache does not tell builds with other options apart
+                "$PY" -m pip wheel -q --no-cache-dir --no-deps --no-binary numpy -w "$wheels" "$numpy_spec" \
+                    -Csetup-args=-Dblas=none -Csetup-args=-Dlapack=none >"$WORK/numpy-build.log" 2>&1 || {
+                    tail -20 "$WORK/numpy-build.log" >&2; rm -rf "$wheels"
+                    log "building numpy failed (log: $WORK/numpy-build.log); NUMPY_BLAS=wheel takes PyPI's wheel"; exit 1; }
+            fi
+            numpy_spec=$(ls "$wheels"/numpy-"$NUMPY_VERSION"-*.whl)
+        fi
+        # numpy in the same resolve as the rest, so onnxruntime's dependency on it takes this one
+        "$PY" -m pip install -q -r "$HERE/requirements.txt" "$numpy_spec"
+        "$PY" -c 'import sys, numpy
+blas = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+sys.exit((blas.get("found") is True) != (sys.argv[1] != "none"))' "$NUMPY_BLAS" \
+            || { log "numpy in $VENV is not the one asked for (NUMPY_BLAS=$NUMPY_BLAS)"; exit 1; }
+        echo "$stamp" >"$VENV/.edge-translator-build"
+    fi
+    # this checkout, as it is now, every time
+    "$PY" -m pip install -q --no-deps --force-reinstall "$REPO" 2>&1 | { grep -v '^WARNING: Location' || true; } >&2
+fi
 if ! "$PY" -m PyInstaller --version >/dev/null 2>&1; then
-    echo "build.sh: no PyInstaller in $VENV: run $VENV/bin/pip install pyinstaller" >&2
+    log "no PyInstaller for $PY: remove $VENV and run again (or install it into the PY given)"
     exit 2
 fi
+
+# Size limits of the one-file apps, in MB (10^6 bytes); 0 turns a check off.
+declare -A LIMITS_MB=([edge-translator]=${MAX_CLI_MB:-45} [edge-translator-gui]=${MAX_GUI_MB:-100})
 
 # Module names (dotted, in the PYZ) or file paths (slashed) of what must stay out.
 FORBIDDEN='^(torch|transformers|onnx|edge_translator[./]toolchain)([./]|$)|^libtorch'
@@ -56,5 +106,10 @@ for target in $TARGETS; do
     check "$app"
     size=$(du -sb "${app%/$target}" 2>/dev/null | cut -f1)
     [[ ${ONEDIR:-} == 1 ]] || size=$(stat -c %s "$app")
-    echo "build.sh: $app: $((size / 1000000)) MB ($size bytes)"
+    limit=${LIMITS_MB[$target]:-0}
+    log "$app: $(awk -v b="$size" 'BEGIN {printf "%.1f", b / 1e6}') MB ($size bytes)$([[ ${ONEDIR:-} != 1 && $limit != 0 ]] && echo ", limit $limit MB")"
+    if [[ ${ONEDIR:-} != 1 && $limit != 0 ]] && (( size > limit * 1000000 )); then
+        log "FAIL: $app is over its size limit of $limit MB (MAX_CLI_MB / MAX_GUI_MB)"
+        exit 1
+    fi
 done

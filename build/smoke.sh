@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run the frozen apps once each: the CLI's --version, translate, serve and docs, and the GUI
-# offscreen. Usage: build/smoke.sh [DIST]  (default /tmp/edge-translator/dist; a one-folder
+# offscreen. Usage: build/smoke.sh [DIST]  (default dist/ of this checkout; a one-folder
 # build's DIST/NAME/NAME is found too). Exits non-zero if any check fails.
 set -uo pipefail
 
-DIST=${1:-/tmp/edge-translator/dist}
+DIST=${1:-$(cd "$(dirname "$0")/.." && pwd)/dist}
 app() { if [[ -x $DIST/$1/$1 ]]; then echo "$DIST/$1/$1"; else echo "$DIST/$1"; fi; }
 CLI=$(app edge-translator)
 GUI=$(app edge-translator-gui)

@@ -1,0 +1,70 @@
+"""The PyInstaller specs leave modules out (build/common.py); nothing the apps run may need them.
+
+A left-out module that shipped code imports would only fail in the built app, on the code
+path that imports it, long after the build passed. So every import statement in the
+shipped package (lazy ones included) is checked against the exclusion list, and so are
+attribute uses of numpy's lazily loaded subpackages (``np.random`` needs no import).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "edge_translator"
+#: Not in the apps (the toolchain is left out whole; the GUI's screenshot tool is for docs).
+NOT_SHIPPED = ("toolchain", "gui/screenshot.py")
+
+
+def _common():
+    spec = importlib.util.spec_from_file_location("build_common", ROOT / "build" / "common.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _shipped() -> list[Path]:
+    return [p for p in sorted(PACKAGE.rglob("*.py"))
+            if not str(p.relative_to(PACKAGE)).startswith(NOT_SHIPPED)]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def _excluded(name: str, excludes: list[str]) -> bool:
+    return any(name == e or name.startswith(e + ".") for e in excludes)
+
+
+def test_shipped_code_imports_nothing_the_apps_leave_out():
+    common = _common()
+    # The toolchain and its libraries are imported lazily by the commands that need them;
+    # a built app answers those in one line (tests/test_cli.py), so they are not checked here.
+    checked = [e for e in common.EXCLUDES if e not in common.FORBIDDEN]
+    bad = [f"{p.relative_to(ROOT)}:{line}: {name}" for p in _shipped() for line, name in _imports(p)
+           if _excluded(name, checked)]
+    assert bad == []
+
+
+def test_shipped_code_uses_no_lazily_loaded_numpy_subpackage():
+    lazy = [e.split(".", 1)[1] for e in _common().EXCLUDES if e.startswith("numpy.")]
+    pattern = re.compile(r"\b(?:np|numpy)\.(%s)\b" % "|".join(lazy))
+    bad = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in _shipped()
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert bad == []
+
+
+def test_the_check_finds_an_excluded_import(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from numpy.random import default_rng\n    import pdb\n")
+    names = [name for _, name in _imports(sample)]
+    assert _excluded(names[0], _common().EXCLUDES) and _excluded(names[-1], _common().EXCLUDES)
