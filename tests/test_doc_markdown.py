@@ -487,9 +487,10 @@ def test_missing_file(tmp_path):
 
 def test_wrong_number_of_translations(tmp_path):
     _, doc = _open(tmp_path, "One.\n\nTwo.\n")
-    with pytest.raises(ValueError, match="fewer translations"):
+    with pytest.raises(DocumentError, match="do not match the file's segments") as fewer:
         _write(doc, [Translated("一。")])
-    with pytest.raises(ValueError, match="more translations"):
+    assert fewer.value.line == 3  # the segment that had no translation
+    with pytest.raises(DocumentError, match="do not match the file's segments"):
         _write(doc, [Translated("一。"), Translated("二。"), Translated("三。")])
 
 

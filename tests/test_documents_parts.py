@@ -148,3 +148,50 @@ def test_a_mark_without_punctuation_does_not_take_the_full_stop():
     assert "我住在房子里。"[span[0]:span[1]] == "房子里"
     (whole,) = place_marks("Stop. Go now.", [(0, 5)], "停。现在走。", ["停。"])
     assert "停。现在走。"[whole[0]:whole[1]] == "停。"
+
+
+def _two_segment_file(tmp_path: Path, name: str) -> Path:
+    """A small file of each format with two or more segments to translate."""
+    samples = {
+        "text": "The cat sleeps.\n\nThe dog runs.\n",
+        "markdown": "# A title\n\nThe cat sleeps.\n",
+        "srt": "1\n00:00:01,000 --> 00:00:02,000\nThe cat sleeps.\n\n2\n00:00:03,000 --> 00:00:04,000\nThe dog runs.\n",
+        "vtt": "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nThe cat sleeps.\n\n00:00:03.000 --> 00:00:04.000\nThe dog runs.\n",
+        "html": "<html><body><p>The cat sleeps.</p><p>The dog runs.</p></body></html>\n",
+        "csv": "text,id\nThe cat sleeps.,1\nThe dog runs.,2\n",
+        "tsv": "text\tid\nThe cat sleeps.\t1\nThe dog runs.\t2\n",
+    }
+    info = next(i for i in FORMATS if i.name == name)
+    path = tmp_path / f"sample{info.suffixes[0]}"
+    if name == "docx":
+        import docx
+
+        document = docx.Document()
+        document.add_paragraph("The cat sleeps.")
+        document.add_paragraph("The dog runs.")
+        document.save(path)
+    else:
+        path.write_text(samples[name], encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", [info.name for info in FORMATS])
+@pytest.mark.parametrize("change", ["fewer", "more"])
+def test_a_write_with_translations_that_do_not_match_the_file_is_refused(tmp_path, name, change):
+    """Every format: when the file changed between reading its segments and writing it back
+    (so fewer or more translations come than it has segments), writing fails with one
+    DocumentError naming the file, instead of a silently shifted or cut translation."""
+    import io
+
+    from edge_translator.documents.base import FormatOptions
+
+    path = _two_segment_file(tmp_path, name)
+    doc = load_format(format_for(path)).open(path, FormatOptions(columns=("text",)))
+    segments = list(doc.segments())
+    assert len(segments) >= 2
+    translated = [Translated("译" + s.text) for s in segments]
+    translated = translated[:-1] if change == "fewer" else translated + [Translated("多余")]
+    with pytest.raises(DocumentError) as caught:
+        doc.write(iter(translated), io.BytesIO())
+    message = str(caught.value)
+    assert str(path) in message and "change" in message and "again" in message and "\n" not in message

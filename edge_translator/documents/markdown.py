@@ -148,32 +148,23 @@ class MarkdownDocument:
         """Write the file with each segment's source span replaced by its translation.
 
         Raises:
-            DocumentError: If the file cannot be read again.
-            ValueError: If ``translated`` does not hold one item per segment.
+            DocumentError: If the file cannot be read again, or it changed so that the
+                number of segments no longer matches.
         """
         source = _read(self.path)
         md, env = _parser(), {}
-        items = iter(translated)
 
         def tags(body: str) -> list[str]:
             return _tags(md.parseInline(body, env))
 
-        stream = textio.writer(out, source.encoding)
-        try:
+        with textio.rewrite(self.path, translated, out, source.encoding) as (stream, take):
             done = 0
             for unit in _units(self.path, source, md, env):
-                item = next(items, None)
-                if item is None:
-                    raise ValueError(f"{self.path}: fewer translations than segments")
+                item = take(unit.segment.line)
                 stream.write(source.text[done:unit.start])
                 stream.write(_render(unit, item, source.text, tags))
                 done = unit.end
-            if next(items, None) is not None:
-                raise ValueError(f"{self.path}: more translations than segments")
             stream.write(source.text[done:])
-        finally:
-            stream.flush()
-            stream.detach()
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from . import textio
-from .base import DocumentError, FormatOptions, Segment, Translated
+from .base import FormatOptions, Segment, Translated
 
 WRAP_MIN = 40
 """The shortest line (indentation included) that hard-wrapped prose may continue past."""
@@ -171,22 +171,12 @@ class TextDocument:
             DocumentError: If the file cannot be read again, or it changed so that the
                 number of segments no longer matches.
         """
-        items = iter(translated)
-        stream = textio.writer(out, self.encoding)
-        try:
+        with textio.rewrite(self.path, translated, out, self.encoding) as (stream, take):
             for piece in _pieces(self.path, self.encoding):
                 if isinstance(piece, str):
                     stream.write(piece)
-                    continue
-                item = next(items, None)
-                if item is None:
-                    raise _changed(self.path, piece.number)
-                _write_group(stream, piece, item.text, self.encoding.newline)
-            if next(items, None) is not None:
-                raise _changed(self.path, None)
-        finally:
-            stream.flush()
-            stream.detach()
+                else:
+                    _write_group(stream, piece, take(piece.number).text, self.encoding.newline)
 
 
 def _write_group(stream: TextIO, group: _Group, text: str, newline: str) -> None:
@@ -197,11 +187,6 @@ def _write_group(stream: TextIO, group: _Group, text: str, newline: str) -> None
     first, last = group.lines[0], group.lines[-1]
     text = _BREAK.sub(lambda _: (last.ending or newline) + _hanging(first), text)
     stream.write(first.prefix + text + last.trail + last.ending)
-
-
-def _changed(path: Path, line: int | None) -> DocumentError:
-    return DocumentError(path, "the translations do not match the file's segments (did the file change "
-                         "while it was translated?); translate it again", line)
 
 
 @dataclass(frozen=True)

@@ -508,27 +508,12 @@ class SubtitleDocument:
             DocumentError: If the file cannot be read again, or it changed so that the
                 number of segments no longer matches.
         """
-        items = iter(translated)
-        stream = textio.writer(out, self.encoding)
-        try:
+        with textio.rewrite(self.path, translated, out, self.encoding) as (stream, take):
             for group in self._groups():
                 if isinstance(group, str):
                     stream.write(group)
-                    continue
-                item = next(items, None)
-                if item is None:
-                    raise _changed(self.path, group[0].number)
-                stream.write(_render(group, _layout(group), item))
-            if next(items, None) is not None:
-                raise _changed(self.path, None)
-        finally:
-            stream.flush()
-            stream.detach()
-
-
-def _changed(path: Path, line: int | None) -> DocumentError:
-    return DocumentError(path, "the translations do not match the file's segments (did the file change "
-                         "while it was translated?); translate it again", line)
+                else:
+                    stream.write(_render(group, _layout(group), take(group[0].number)))
 
 
 @dataclass(frozen=True)

@@ -222,9 +222,7 @@ class TableDocument:
             DocumentError: If the file cannot be read again, or it changed so that the
                 number of segments no longer matches.
         """
-        items = iter(translated)
-        stream = textio.writer(out, self.encoding)
-        try:
+        with textio.rewrite(self.path, translated, out, self.encoding, "cells") as (stream, take):
             for record, cells in self._rows():
                 if not any(cells):
                     stream.write(record.raw(self.delimiter))
@@ -234,16 +232,9 @@ class TableDocument:
                     if cell is None:
                         parts.append(field.raw)
                         continue
-                    item = next(items, None)
-                    if item is None:
-                        raise _changed(self.path, field.line)
-                    parts.append(field.raw if item.text == cell.text else self._quote(field, cell, item.text))
+                    text = take(field.line).text
+                    parts.append(field.raw if text == cell.text else self._quote(field, cell, text))
                 stream.write(self.delimiter.join(parts) + record.ending)
-            if next(items, None) is not None:
-                raise _changed(self.path, None)
-        finally:
-            stream.flush()
-            stream.detach()
 
     def _quote(self, field: Field, cell: _Cell, text: str) -> str:
         """A translated cell's source text: quoted if it was, or if the value needs it."""
@@ -251,11 +242,6 @@ class TableDocument:
         if field.quoted or any(ch in value for ch in (self.delimiter, '"', "\r", "\n")):
             return '"' + value.replace('"', '""') + '"'
         return value
-
-
-def _changed(path: Path, line: int | None) -> DocumentError:
-    return DocumentError(path, "the translations do not match the file's cells (did the file change while "
-                         "it was translated?); translate it again", line)
 
 
 @dataclass(frozen=True)

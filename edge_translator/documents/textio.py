@@ -9,14 +9,15 @@ its own ending (``\\n``, ``\\r\\n`` or ``\\r``) and the output can give it back 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from .base import DocumentError
+from .base import DocumentError, Translated
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -94,7 +95,7 @@ def lines(path: Path, encoding: TextEncoding | None = None) -> Iterator[str]:
             for number, line in enumerate(f, 1):
                 _check(path, line, number)
                 yield line
-    except UnicodeDecodeError as exc:
+    except UnicodeDecodeError:
         raise DocumentError(path, f"is not {encoding.name} (bytes that cannot be decoded near line "
                             f"{number + 1}); save it as UTF-8") from None
     except OSError as exc:
@@ -142,3 +143,46 @@ def writer(out: BinaryIO, encoding: TextEncoding) -> TextIO:
     endings. Flush or detach it when done; closing it closes ``out``."""
     out.write(encoding.bom)
     return io.TextIOWrapper(out, encoding=encoding.codec, errors="strict", newline="", write_through=False)
+
+
+@contextlib.contextmanager
+def rewrite(path: Path, translated: Iterable[Translated], out: BinaryIO, encoding: TextEncoding,
+            what: str = "segments") -> Iterator[tuple[TextIO, Callable[[int | None], Translated]]]:
+    """Write a text file again, its translations taken in order as the file is read again.
+
+    Yields ``(stream, take)``: the text stream over ``out`` (see :func:`writer`), and
+    ``take(line)``, which returns the next translation. It is flushed and detached at the
+    end; ``out`` stays open.
+
+    Args:
+        path: The file (for errors).
+        translated: One translation per segment, in order.
+        out: The binary stream to write to.
+        encoding: The file's encoding, given back.
+        what: What the translations stand for, in errors ("segments", "cells").
+
+    Raises:
+        DocumentError: When ``take`` finds no translation left, or translations are left at
+            the end: the file changed since its segments were read.
+    """
+    items = iter(translated)
+
+    def changed(line: int | None) -> DocumentError:
+        return DocumentError(path, f"the translations do not match the file's {what} (did the file change "
+                                   "while it was translated?); translate it again", line)
+
+    def take(line: int | None) -> Translated:
+        item = next(items, None)
+        if item is None:
+            raise changed(line)
+        return item
+
+    stream = writer(out, encoding)
+    try:
+        yield stream, take
+        if next(items, None) is not None:
+            raise changed(None)
+    finally:
+        stream.flush()
+        stream.detach()
+
