@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -607,3 +608,29 @@ def test_the_self_test_command_exits_0_or_says_why_in_one_line(tmp_path, model):
     assert failed.returncode == 1 and failed.stdout == b""
     assert lines[-1].startswith("self-test failed: ") and str(bundle) in lines[-1]
     assert not any("Traceback" in line for line in lines)
+
+
+def test_without_a_desktop_session_the_app_says_so_and_the_self_test_runs_offscreen(tmp_path):
+    """No DISPLAY, no WAYLAND_DISPLAY: Qt would abort and suggest reinstalling. The app says
+    what is wrong in one line (exit 2); --self-test needs no screen and runs offscreen."""
+    from .conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "c"), XDG_DATA_HOME=str(tmp_path / "d"))
+    env.pop("EDGE_TRANSLATOR_MODEL", None)
+    command = [sys.executable, "-m", "edge_translator.gui.app"]
+    plain = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert plain.stderr.count("\n") == 1 and "DISPLAY" in plain.stderr and "edge-translator" in plain.stderr
+    checked = subprocess.run(command + ["--self-test", "I like tea."], capture_output=True, text=True, env=env,
+                             cwd=ROOT, timeout=300)
+    assert checked.returncode == 0, checked.stderr
+    assert CJK.search(checked.stdout)
+
+
+def test_missing_display_is_only_reported_where_qt_needs_one():
+    assert gui_app.missing_display({}, "linux")
+    assert gui_app.missing_display({"DISPLAY": ":0"}, "linux") is None
+    assert gui_app.missing_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
+    assert gui_app.missing_display({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None
+    assert gui_app.missing_display({}, "win32") is None and gui_app.missing_display({}, "darwin") is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -71,6 +72,24 @@ def check_fonts() -> str | None:
     return FONT_HINT
 
 
+def missing_display(environ=None, platform: str = sys.platform) -> str | None:
+    """Why no window can be shown, if that is plain before Qt tries (and aborts).
+
+    On Linux and the BSDs Qt needs an X11 or Wayland session unless a platform is chosen;
+    without one it aborts the process with a message that suggests reinstalling.
+
+    Returns:
+        One line saying what is wrong and what to do, or ``None``.
+    """
+    env = os.environ if environ is None else environ
+    if not platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
+        return None
+    if env.get("QT_QPA_PLATFORM") or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return None
+    return ("no desktop session to show the window in (neither DISPLAY nor WAYLAND_DISPLAY is set): start it "
+            "from a desktop, or on a headless machine use `edge-translator` (translate, serve, docs)")
+
+
 def load_first_model(session: ModelSession, settings: Settings, parent: QWidget | None = None) -> Settings | None:
     """Load the model of ``settings`` (or the default) on this thread, asking for another
     bundle for as long as loading fails.
@@ -120,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: 0, or 1 if no model could be loaded and the user quit (or the
-        self-test failed).
+        self-test failed), or 2 if there is no desktop session (a self-test then runs
+        offscreen).
     """
     import argparse
     import dataclasses
@@ -133,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-tm", action="store_true")
     parser.add_argument("--self-test", nargs="?", const="", metavar="TEXT")
     chosen, rest = parser.parse_known_args(argv[1:])
+    if QApplication.instance() is None and (problem := missing_display()):
+        if chosen.self_test is None:
+            print(f"edge-translator-gui: {problem}", file=sys.stderr, flush=True)
+            return 2
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a self-test needs no screen
     app = QApplication.instance() or QApplication(argv[:1] + rest)
     app.setApplicationName(settings_store.APPLICATION)
     app.setOrganizationName(settings_store.ORGANIZATION)
