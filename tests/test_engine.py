@@ -333,3 +333,20 @@ def test_memory_modes_give_the_same_translations(tiny_fp32):
     assert outputs["arena"] == outputs["shrink"] == outputs["none"]
     with pytest.raises(ValueError, match="memory must be one of"):
         Seq2Seq.load(bundle, memory="tight")
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 33])
+def test_the_log_normalizer_gives_the_bits_of_the_plain_expression(rows):
+    """The per-step log-normaliser works in a reused buffer; that must not change a bit of
+    any row's score (strided logits as the decoder returns them, a larger buffer's head)."""
+    from edge_translator.core.decode import _log_normalizer
+
+    rng = np.random.default_rng(rows)
+    logits = (rng.standard_normal((rows, 3, 1001)) * 8).astype(np.float32)
+    logits[0, -1, 5] = np.float32(60.0)  # one dominant entry
+    last = logits[:, -1, :]
+    peak = last.max(axis=-1, keepdims=True)
+    expected = (np.log(np.exp(last - peak).sum(axis=-1)) + peak[:, 0]).astype(np.float64)
+    scratch = np.full((rows + 4, 1001), np.nan, np.float32)[:rows]
+    assert np.array_equal(_log_normalizer(last, scratch), expected)
+    assert np.array_equal(_log_normalizer(last, scratch), expected)  # the buffer's old contents do not matter

