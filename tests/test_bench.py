@@ -16,12 +16,20 @@ SERVE_RUN = {  # an earlier `bench-serve` row, which a bench run must keep
     "concurrent": {"req_s": 30.0, "clients": 16, "p50_ms": 90.0, "p99_ms": 200.0, "errors": {}, "seconds": 60.0},
     "ratio": 3.0, "rss_idle_mb": 90.0, "rss_start_mb": 100.0, "rss_end_mb": 101.0, "rss_growth": 0.01, "exit_code": 0,
 }
+DOCS_RUN = {  # an earlier `bench-docs` section, which a bench run must keep too
+    "command": "edge-translator bench-docs", "machine": {"cpu": "Test CPU", "cpus": 2},
+    "small_vs_large": {"sentences": 30, "files": 3, "rounds": 1, "one_rate": 10.0, "many_rate": 9.0,
+                       "one_runs": [10.0], "many_runs": [9.0], "ratio": 0.9},
+    "folder": {"files": 4, "megabytes": 0.1, "seconds": 1.0, "peak_rss_mb": 99.9, "sentences": 40, "decoded": 40,
+               "reused": 0, "done": 4, "failed": 0},
+    "placeholders": "placeholder figures kept",
+}
 
 
 def test_bench_smoke_writes_report(tmp_path):
     out = tmp_path / "docs"
     out.mkdir()
-    (out / "benchmarks.json").write_text(json.dumps({"serve": {"demo": SERVE_RUN}}))
+    (out / "benchmarks.json").write_text(json.dumps({"serve": {"demo": SERVE_RUN}, "documents": DOCS_RUN}))
     result = run_cli("bench", "--smoke", "--work", str(tmp_path / "work"), "--out", str(out))
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads((out / "benchmarks.json").read_text())
@@ -38,6 +46,7 @@ def test_bench_smoke_writes_report(tmp_path):
     report = (out / "benchmarks.md").read_text()
     assert "SMOKE RUN" in report and "| ct2-int8 |" in report and "| ours-q4 |" in report
     assert data["serve"] == {"demo": SERVE_RUN} and "## Daemon under load" in report and "| demo (rowwise) |" in report
+    assert data["documents"] == DOCS_RUN and "## Documents" in report and "placeholder figures kept" in report
     _check_load(data["load"], soak=True)
     assert "## Engine under load" in report and "| 16 |" in report and "max_bulk_batches=2" in report
 

@@ -569,19 +569,23 @@ def _pct(a: float | None, b: float | None) -> str:
 def write_report(result: BenchResult, out_dir: Path) -> Path:
     """Write ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks-throughput.png``.
 
-    The daemon's section (``edge-translator bench-serve``, key ``serve``) of an earlier
-    report is kept: it comes from its own runs.
+    The sections that come from their own commands are kept from an earlier report: the
+    daemon's (``edge-translator bench-serve``, key ``serve``) and the documents'
+    (``edge-translator bench-docs``, key ``documents``).
     """
+    from . import docsbench, servebench
     from .loadreport import update_section
-    from .servebench import render_section
 
+    own_runs = {"serve": ("## Daemon under load", servebench.render_section),
+                "documents": ("## Documents", docsbench.render_section)}
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = out_dir / "benchmarks.json"
-    serve = (json.loads(previous.read_text()).get("serve") if previous.is_file() else None) or {}
+    earlier = json.loads(previous.read_text()) if previous.is_file() else {}
     plot_throughput(result, out_dir / "benchmarks-throughput.png")
     (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     path = out_dir / "benchmarks.md"
     path.write_text(render_markdown(result, "benchmarks-throughput.png"))
-    if serve:
-        update_section(out_dir, "serve", serve, "## Daemon under load", render_section(serve))
+    for key, (heading, render) in own_runs.items():
+        if earlier.get(key):
+            update_section(out_dir, key, earlier[key], heading, render(earlier[key]))
     return path
