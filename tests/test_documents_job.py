@@ -361,10 +361,23 @@ class FirstAdvance:
     def message(self, text): pass
 
 
-def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
-    """What a GUI does: cancel a running job; a rerun finishes it exactly as a clean run would."""
+def run_until_first_advance(job):
+    """Start ``job.run`` on a thread; return once its first sentences are done.
+
+    Returns:
+        ``(worker, result)``: the thread, and the dict its summary lands in (key ``"summary"``).
+    """
     import threading
 
+    watch, result = FirstAdvance(), {}
+    worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(watch)))
+    worker.start()
+    assert watch.advanced.wait(60)
+    return worker, result
+
+
+def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
+    """What a GUI does: cancel a running job; a rerun finishes it exactly as a clean run would."""
     from edge_translator import Translator
     from edge_translator.documents.job import DocumentJob, JobOptions
     from edge_translator.documents.journal import JobCache, Journal
@@ -376,13 +389,7 @@ def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
         clean = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "clean")).run()
         assert clean.count("done") == 24
         job = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "out", window_chars=1500))
-        watch = FirstAdvance()
-        advanced = watch.advanced
-
-        result = {}
-        worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(watch)))
-        worker.start()
-        assert advanced.wait(60)
+        worker, result = run_until_first_advance(job)
         job.cancel()
         worker.join(60)
         assert not worker.is_alive()
@@ -412,8 +419,6 @@ def test_bench_docs_smoke_writes_its_section(tmp_path):
 def test_closing_the_model_under_a_running_job_writes_nothing_partial(tmp_path):
     """A GUI switching models closes the translator while a job runs: the files not finished
     are reported, never written with blank translations, and a rerun completes them."""
-    import threading
-
     from edge_translator import Translator
     from edge_translator.documents.job import DocumentJob, JobOptions
     from edge_translator.documents.journal import JobCache
@@ -426,13 +431,7 @@ def test_closing_the_model_under_a_running_job_writes_nothing_partial(tmp_path):
     expected = outputs(tmp_path / "clean")
     translator = Translator.load(cache=cache)
     job = DocumentJob(translator, cache, [src], JobOptions(output_dir=tmp_path / "out", window_chars=1500))
-    watch = FirstAdvance()
-    advanced = watch.advanced
-
-    result = {}
-    worker = threading.Thread(target=lambda: result.setdefault("summary", job.run(watch)))
-    worker.start()
-    assert advanced.wait(60)
+    worker, result = run_until_first_advance(job)
     translator.close(cancel=True)
     worker.join(60)
     summary = result["summary"]
