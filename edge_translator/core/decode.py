@@ -4,11 +4,14 @@ The encoder runs once per batch and yields every decoder layer's cross-attention
 Each decoder step feeds one new token per row with the self-attention K/V so far
 (empty at the first step) and gets back the logits and the grown K/V. The pad logit is
 masked, as the model's ``bad_words_ids`` require, and a finished row leaves the batch.
+Greedy batches keep their K/V, cross K/V and logits in memory of their own, which the
+decoder reads and writes through IO binding (:mod:`.kvcache`), not in ONNX Runtime's arena.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +20,8 @@ import numpy as np
 from .bundle import Bundle
 from .cpu import check_runtime
 from .errors import BundleError
+from .kvcache import BoundDecoder, BufferPool
+from .logsoftmax import open_log_softmax
 from .sessions import create_session, onnxruntime
 
 logger = logging.getLogger(__name__)
@@ -37,8 +42,9 @@ class Hypothesis:
     stop: str
     """``"eos"``, ``"length"`` or ``"repetition"``."""
     score: float = field(default=float("nan"), compare=False)
-    """Mean log-probability of the chosen tokens (``</s>`` included when produced): near 0
-    is confident, very negative is doubtful. Not compared: it moves in the last bits
+    """Mean log-probability of the output tokens (``</s>`` included when produced, but not a
+    token that a forced ``</s>`` or the repetition guard dropped; NaN when there is none):
+    near 0 is confident, very negative is doubtful. Not compared: it moves in the last bits
     with the batch shape."""
 
 
@@ -68,16 +74,19 @@ class RepetitionGuard:
 class Seq2Seq:
     """The two ONNX Runtime sessions of a bundle and the decoding loops over them."""
 
-    def __init__(self, encoder, decoder, bundle: Bundle):
+    def __init__(self, encoder, decoder, bundle: Bundle, normalizer=None):
         """Take ready sessions (or fakes with the same ``run`` method).
 
         Args:
             encoder: Session of the encoder graph.
             decoder: Session of the decoder graph.
             bundle: The bundle's manifest: ids, shapes and graph I/O names.
+            normalizer: Session of :data:`.logsoftmax.GRAPH`, which greedy batches on IO
+                binding use for their scores; ``None``: numpy computes them.
         """
         self.encoder = encoder
         self.decoder = decoder
+        self.normalizer = normalizer
         self.bundle = bundle
         self.run_options = None
         """``onnxruntime.RunOptions`` passed to every call, or ``None``."""
@@ -92,6 +101,12 @@ class Seq2Seq:
             columns = {int(v): k for k, v in enumerate(self.output_ids)}
             self._pad_column = columns.get(bundle.pad_id)
             self._eos_column = columns[bundle.eos_id]
+        self.logits_width = bundle.vocab_size if self.output_ids is None else len(self.output_ids)
+        self.binds = hasattr(decoder, "io_binding")
+        """Whether greedy batches run the decoder through IO binding over their own memory
+        (:class:`.kvcache.BoundDecoder`); sessions without it (test fakes) are fed by ``run``."""
+        self.buffers = BufferPool()
+        """The mapped buffers finished greedy batches left for the next ones."""
         self._check_io()
 
     @classmethod
@@ -116,7 +131,8 @@ class Seq2Seq:
             raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         arena = memory != "none"
         model = cls(create_session(bundle.file(bundle.encoder.file), threads, spin, arena),
-                    create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle)
+                    create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle,
+                    open_log_softmax(1, spin, arena))
         if memory == "shrink":
             ort = onnxruntime()
             model.run_options = ort.RunOptions()
@@ -347,10 +363,12 @@ class GreedyBatch:
         self.min_new_tokens = min_new_tokens
         self.rows = np.arange(len(sources))
         self.outputs: list[list[int]] = [[] for _ in sources]
-        self.logprob = np.zeros(len(sources))
+        self.logprobs: list[list[float]] = [[] for _ in sources]
+        """Per row, the log-probability of each kept token (and of ``</s>`` when produced)."""
         self.steps = 0
         self._started = False
         self._scratch: np.ndarray | None = None
+        self._bound: BoundDecoder | None = None
 
     @property
     def done(self) -> bool:
@@ -365,7 +383,13 @@ class GreedyBatch:
         input_ids, self.mask = model.pad(self.sources)
         self.cross_k, self.cross_v = model.encode(input_ids, self.mask)
         batch = len(self.sources)
-        self.past_k, self.past_v = model.empty_cache(batch), model.empty_cache(batch)
+        if self.use_cache and model.binds and self.cross_k[0].dtype == np.float32:  # what the buffers hold
+            # The batch's memory is its own from here; the encoder's outputs go back to the arena.
+            self._bound = BoundDecoder(model.decoder, self.cross_k, self.cross_v, self.mask, model.logits_width,
+                                       model.run_options, model.buffers, normalizer=model.normalizer)
+            self.cross_k = self.cross_v = self.past_k = self.past_v = []
+        else:
+            self.past_k, self.past_v = model.empty_cache(batch), model.empty_cache(batch)
         self.prefix = np.full((batch, 1), model.bundle.decoder_start_id, np.int64)
         self.tokens = self.prefix
         self._started = True
@@ -386,6 +410,14 @@ class GreedyBatch:
         self.rows = self.rows[idx]
         if not self._started:
             return
+        if not keep:  # done: hand the batch's memory on now, whoever still holds the batch
+            if self._bound is not None:
+                self._bound.release()
+            self._bound, self._scratch = None, None
+            self.cross_k = self.cross_v = self.past_k = self.past_v = []
+            return
+        if self._bound is not None:
+            self._bound.keep(idx)
         self.mask = self.mask[idx]
         self.cross_k = [c[idx] for c in self.cross_k]
         self.cross_v = [c[idx] for c in self.cross_v]
@@ -406,44 +438,51 @@ class GreedyBatch:
         if not self._started:
             self._start()
         model = self.model
-        if self.use_cache:
+        if self._bound is not None:
+            logits = self._bound.step(self.tokens)
+        elif self.use_cache:
             logits, self.past_k, self.past_v = model.step(self.tokens, self.mask, self.past_k, self.past_v,
                                                           self.cross_k, self.cross_v)
         else:
             empty = model.empty_cache(len(self.rows))
             logits, _, _ = model.step(self.prefix, self.mask, empty, empty, self.cross_k, self.cross_v)
         last_logits = logits[:, -1, :]
-        log_norm = _log_normalizer(last_logits, self._scratch_for(last_logits))
-        # next_tokens masks pad (and eos) in place; the chosen token is never a masked one,
-        # so its logit below is the model's own, and log_norm was taken before the masking.
+        # next_tokens masks pad (and eos) in place, so the normalisation comes first; the
+        # chosen token is never a masked one, so its logit is the model's own.
+        if self._bound is not None and self._bound.normalizer is not None:
+            log_probs, log_norm = self._bound.log_probs()[:, -1, :], None
+        else:
+            log_probs, log_norm = last_logits, _log_normalizer(last_logits, self._scratch_for(last_logits))
         chosen = model.next_tokens(last_logits, allow_eos=self.steps >= self.min_new_tokens)
         columns = chosen if model.output_ids is None else np.searchsorted(model.output_ids, chosen)
-        chosen_logprob = last_logits[np.arange(len(chosen)), columns].astype(np.float64) - log_norm
+        chosen_logprob = log_probs[np.arange(len(chosen)), columns].astype(np.float64)
+        if log_norm is not None:
+            chosen_logprob -= log_norm
         self.steps += 1
         eos, finished, keep = model.bundle.eos_id, [], []
         for slot, row in enumerate(self.rows):
-            out = self.outputs[row]
+            out, logprobs = self.outputs[row], self.logprobs[row]
             token = int(chosen[slot])
             last = len(out) + 1 >= self.limits[row]
             stop = None
-            self.logprob[row] += chosen_logprob[slot]
             if token == eos:
                 stop = EOS
+                logprobs.append(float(chosen_logprob[slot]))
             elif last and model.forced_eos:
-                stop = LENGTH  # generate() forces </s> in the last allowed position
+                stop = LENGTH  # generate() forces </s> in the last allowed position: the token is not kept
             else:
                 out.append(token)
+                logprobs.append(float(chosen_logprob[slot]))
                 guard = self.guards[row]
                 if last:
                     stop = LENGTH
                 elif guard is not None and (cut := guard.loop_start(out)) is not None:
-                    del out[cut:]
+                    del out[cut:], logprobs[cut:]
                     stop = REPETITION
             if stop is None:
                 keep.append(slot)
             else:
-                counted = len(out) + (stop == EOS)
-                score = float(self.logprob[row] / max(counted, 1))
+                score = math.fsum(logprobs) / len(logprobs) if logprobs else float("nan")
                 finished.append((int(row), Hypothesis(tuple(out), stop, score)))
         tokens = chosen.reshape(-1, 1).astype(np.int64)
         self.tokens = tokens

@@ -1,0 +1,173 @@
+"""A greedy batch's own memory (core/kvcache.py): same numbers as ONNX Runtime's outputs, given back when done."""
+
+import copy
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from edge_translator.core.decode import GreedyBatch
+from edge_translator.core.kvcache import BoundDecoder, BufferPool, KVBuffers, mapped
+from edge_translator.toolchain.testmodels import english_sentences
+
+from .ties import assert_equal_or_tie, greedy_tie, onnx_next_logprobs
+
+
+def _mapping(array: np.ndarray):
+    """The memory mapping under an array from :func:`mapped`."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    return array.obj
+
+
+def _sources(parts, count, seed):
+    bundle, tokenizer, _ = parts
+    target = bundle.targets["zh-Hans"].id
+    return [tokenizer.encode(s, target) for s in english_sentences(count, seed)]
+
+
+def test_kv_buffers_keep_their_contents_through_growth_and_dropped_rows():
+    rng = np.random.default_rng(0)
+    layers, rows, heads, dim = 2, 5, 3, 4
+    kv = KVBuffers(layers, rows, heads, dim, capacity=2)
+    expected = [np.zeros((rows, heads, 0, dim), np.float32) for _ in range(2 * layers)]
+    kept = np.arange(rows)
+    for step in range(9):
+        kv.reserve()
+        for segment in range(2 * layers):  # what the decoder will read, after any growth
+            np.testing.assert_array_equal(kv.past(segment), expected[segment])
+        for segment in range(2 * layers):
+            new = rng.standard_normal((len(kept), heads, 1, dim)).astype(np.float32)
+            expected[segment] = np.concatenate([expected[segment], new], axis=2)
+            kv.present(segment)[...] = expected[segment]  # what the decoder writes: past + the new position
+        kv.advance()
+        if step == 3:  # rows 1 and 3 finish
+            slots = np.array([0, 2, 4])
+        elif step == 6:  # then the first of those
+            slots = np.array([1, 2])
+        else:
+            slots = None
+        if slots is not None:
+            kv.keep(slots)
+            kept = kept[slots]
+            expected = [e[slots] for e in expected]
+        assert kv.rows == len(kept) and kv.length == step + 1
+        for segment in range(2 * layers):
+            past = kv.past(segment)
+            assert past.flags.c_contiguous
+            np.testing.assert_array_equal(past, expected[segment])
+    assert kv.capacity == 10  # 2 -> 4 -> 6 -> 8 -> 10 for 9 positions
+
+
+def test_kv_buffers_refuse_empty_shapes():
+    with pytest.raises(ValueError, match="at least 1"):
+        KVBuffers(2, 0, 3, 4)
+
+
+def test_mapped_arrays_are_zeroed_writable_and_unmapped_when_freed():
+    array = mapped((3, 4))
+    assert array.dtype == np.float32 and not array.any()
+    array[1, 2] = 5.0
+    ref = weakref.ref(_mapping(array))
+    del array
+    assert ref() is None
+
+
+def test_bound_decoder_computes_what_the_plain_calls_compute(fp32_parts):
+    """Step by step, over capacity growth and rows leaving, the logits and the K/V are the
+    plain ``Seq2Seq.step``'s, fed the same tokens."""
+    bundle, _, model = fp32_parts
+    sources = _sources(fp32_parts, 5, 11)
+    ids, mask = model.pad(sources)
+    cross_k, cross_v = model.encode(ids, mask)
+    bound = BoundDecoder(model.decoder, cross_k, cross_v, mask, model.logits_width, capacity=2)
+    past_k, past_v = model.empty_cache(len(sources)), model.empty_cache(len(sources))
+    tokens = np.full((len(sources), 1), bundle.decoder_start_id, np.int64)
+    for step in range(10):
+        mine = bound.step(tokens)
+        logits, past_k, past_v = model.step(tokens, mask, past_k, past_v, cross_k, cross_v)
+        np.testing.assert_allclose(mine, logits, rtol=0, atol=1e-5)
+        for layer in range(model.layers):
+            np.testing.assert_allclose(bound.kv.past(layer), past_k[layer], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(bound.kv.past(model.layers + layer), past_v[layer], rtol=0, atol=1e-6)
+        tokens = model.next_tokens(logits[:, -1, :].copy()).reshape(-1, 1).astype(np.int64)
+        slots = {2: [0, 2, 3, 4], 5: [1, 3], 7: [1]}.get(step)
+        if slots is not None:
+            idx = np.asarray(slots)
+            bound.keep(idx)
+            mask, tokens = mask[idx], tokens[idx]
+            cross_k, cross_v = [c[idx] for c in cross_k], [c[idx] for c in cross_v]
+            past_k, past_v = [p[idx] for p in past_k], [p[idx] for p in past_v]
+    assert bound.kv.capacity == 10 and bound.kv.rows == 1  # 10 positions, grown by 2
+
+
+def test_greedy_batches_decode_the_same_with_and_without_binding(fp32_parts, tie_counter):
+    bundle, _, model = fp32_parts
+    assert model.binds  # real sessions take the bound path
+    plain = copy.copy(model)
+    plain.binds = False
+    sources = _sources(fp32_parts, 24, 5)
+    limits = [4 + (7 * k) % 40 for k in range(len(sources))]  # rows stop at many different steps
+    bound_out = model.greedy_all(sources, limits)
+    plain_out = plain.greedy_all(sources, limits)
+    scorer = onnx_next_logprobs(model)
+    for src, mine, ref in zip(sources, bound_out, plain_out):
+        assert_equal_or_tie(tie_counter, src, mine.ids, ref.ids, lambda: greedy_tie(
+            src, mine.ids, ref.ids, bundle.eos_id, scorer, mine.stop == "eos", ref.stop == "eos"))
+    assert sum(h.stop == "length" for h in bound_out) > 0 and sum(h.stop == "eos" for h in bound_out) > 0
+
+
+@pytest.mark.parametrize("how", ["finished", "dropped"])
+def test_a_batch_hands_its_memory_to_the_pool_when_no_row_is_left(fp32_parts, how):
+    """Whoever still holds the batch object, its buffers go back to the model's pool once it
+    has no rows, and are unmapped when the pool lets them go."""
+    model = fp32_parts[2]
+    model.buffers.clear()
+    sources = _sources(fp32_parts, 6, 3)
+    batch = GreedyBatch(model, sources, [12] * len(sources))
+    batch.step()
+    bound = batch._bound
+    held = [weakref.ref(_mapping(a)) for a in (*bound.kv._buffers, *bound._owned)]
+    del bound
+    gc.disable()  # nothing may depend on the cycle collector
+    try:
+        if how == "finished":
+            while not batch.done:
+                batch.step()
+        else:
+            batch.drop(range(len(sources)))
+        assert batch.done
+        assert model.buffers.spare_bytes > 0
+        model.buffers.clear()
+        assert [r() for r in held] == [None] * len(held)
+    finally:
+        gc.enable()
+
+
+def test_the_next_batch_reuses_the_pools_buffers(fp32_parts):
+    model = fp32_parts[2]
+    model.buffers.clear()
+    sources = _sources(fp32_parts, 6, 4)
+    first = GreedyBatch(model, sources, [8] * len(sources))
+    first.step()
+    left = {b.ctypes.data for b in (*first._bound.kv._buffers, *first._bound._owned)}
+    while not first.done:
+        first.step()
+    second = GreedyBatch(model, sources[:3], [8] * 3)  # smaller: it fits in what the first left
+    second.step()
+    taken = {b.ctypes.data for b in (*second._bound.kv._buffers, *second._bound._owned)}
+    assert taken <= left
+
+
+def test_buffer_pool_hands_out_the_smallest_fit_and_keeps_the_largest_spares():
+    pool = BufferPool(spares=2)
+    small, middle, large = pool.take(10), pool.take(100), pool.take(1000)
+    assert len(small) >= 10 and len(middle) >= 100 and len(large) >= 1000
+    for b in (small, middle, large):
+        pool.give(b)
+    assert pool.spare_bytes == (len(middle) + len(large)) * 4  # the smallest went
+    assert pool.take(50) is middle
+    assert pool.take(50) is large
+    fresh = pool.take(50)
+    assert fresh is not middle and fresh is not large and len(fresh) >= 50
