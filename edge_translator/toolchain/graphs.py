@@ -32,6 +32,12 @@ MS_DOMAIN = "com.microsoft"
 NEG_INF = -1e9
 #: The batch-invariant graphs pad the source axis of cross-attention K/V to a multiple of this.
 SOURCE_ALIGN = 16
+#: int8r activations: a row's codes are ``round(64 * x / peak)`` around a zero point of 64,
+#: so every code is in [0, 128] and a pair of products of codes and int8 weights fits in an
+#: int16 (128 * 127 * 2 = 32,512): see :meth:`GraphBuilder.row_quantize`. Powers of two, so
+#: scaling by them is exact.
+ROW_CODE_UNIT = 1 / 64
+ROW_ZERO_POINT = 64
 #: Tensors at least this large go to the shared weights file; smaller ones stay inline.
 EXTERNAL_MIN_BYTES = 1024
 ALIGN_LARGE = 4096
@@ -150,7 +156,7 @@ class GraphBuilder:
             q, scale = quantize_weight(weight, True, axis=1)
             bias_name = None if bias is None else self.const(f"{name}.bias", bias)
             return self.row_matmul(x, self.const(f"{name}.weight_q", q),
-                                   self.const(f"{name}.scale_127", scale / np.float32(127)), bias_name, name)
+                                   self.const(f"{name}.scale_b", scale * np.float32(ROW_CODE_UNIT)), bias_name, name)
         if self.quant.quantizes("MatMul", name):
             q, scale = quantize_weight(weight, self.quant.per_channel, axis=1)
             inputs = [x, self.const(f"{name}.weight_q", q), self.const(f"{name}.scale", scale), ""]
@@ -166,11 +172,16 @@ class GraphBuilder:
     def row_quantize(self, x: str) -> tuple[str, str]:
         """``x`` [..., K] quantized to uint8 with one scale per row: ``(codes, peaks [..., 1])``.
 
-        Symmetric: each row's largest magnitude (its peak) maps to 127 and the zero point is
-        128, so a row's codes depend on that row alone, and the integer product that follows
-        is exact whatever kernel computes it. A row of zeros has a zero peak: its codes are
-        then meaningless but its output, multiplied by the peak, is exactly zero.
-        Quantized once per tensor, however many linear layers read it.
+        Symmetric: each row's largest magnitude (its peak) maps to 64 steps from a zero point
+        of 64 (:data:`ROW_CODE_UNIT`, :data:`ROW_ZERO_POINT`), so a row's codes depend on that
+        row alone, and the integer product that follows is exact whatever kernel computes it
+        (bundles exported before this used 127 steps around 128). The codes stay in
+        [0, 128] so that no kernel can overflow: x86 CPUs without VNNI (AVX2, AVX-512 without
+        VNNI) add pairs of uint8 x int8 products into int16 with saturation (``vpmaddubsw``),
+        and two products of codes up to 255 and weights up to 127 do not fit (255 * 127 * 2 >
+        32767), while 128 * 127 * 2 does. A row of zeros has a zero peak: its codes are then
+        meaningless but its output, multiplied by the peak, is exactly zero. Quantized once
+        per tensor, however many linear layers read it.
         """
         key = f"rowq:{x}"
         if key not in self._shared:
@@ -178,23 +189,26 @@ class GraphBuilder:
             peak = self.op("ReduceMax", [self.op("Abs", [x], name=f"{name}.abs")], name=f"{name}.peak",
                            axes=[-1], keepdims=1)
             codes = self.op("QuantizeLinear", [self.op("Div", [x, peak], name=f"{name}.div"),
-                                               self.scalar("c.inv127", 1 / 127), self.const("c.zp128", np.uint8(128))],
+                                               self.scalar("c.row_unit", ROW_CODE_UNIT), self._row_zero_point()],
                             name=f"{name}.codes")
             self._shared[key] = (codes, peak)
         return self._shared[key]
+
+    def _row_zero_point(self) -> str:
+        return self.const("c.row_zero_point", np.uint8(ROW_ZERO_POINT))
 
     def row_matmul(self, x: str, weight_q: str, scale: str, bias: str | None, name: str) -> str:
         """``x @ dequantize(weight_q) (+ bias)`` with activations quantized per row.
 
         ``weight_q`` is int8 [K, N]; ``scale`` holds one float32 scale per output column,
-        already divided by 127 (the activation codes' unit). The product runs in ONNX
-        Runtime's u8s8 integer GEMM (``MatMulIntegerToFloat``), which multiplies each row by
+        already multiplied by :data:`ROW_CODE_UNIT` (the activation codes' unit). The product
+        runs in ONNX Runtime's u8s8 integer GEMM (``MatMulIntegerToFloat``), which multiplies each row by
         its own activation peak: CTranslate2's int8 scheme, in standard kernels, and
         batch-invariant because integer sums are exact.
         """
         codes, peak = self.row_quantize(x)
         self.quantized_nodes.append(name)
-        product = self.op("MatMulIntegerToFloat", [codes, weight_q, peak, scale, self.const("c.zp128", np.uint8(128))],
+        product = self.op("MatMulIntegerToFloat", [codes, weight_q, peak, scale, self._row_zero_point()],
                           name=name, domain=MS_DOMAIN)
         # not the node's own bias input: with a per-row A scale, ONNX Runtime scales the bias too
         return product if bias is None else self.op("Add", [product, bias], name=f"{name}.add")
@@ -604,8 +618,8 @@ def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = 
             scale = select(scale, "lm_head.row_scales")
         q_t = g.op("Transpose", [q], name="lm_head.transpose", perm=[1, 0])
         if g.quant.mode == "rowwise":
-            scale_127 = g.op("Div", [scale, g.scalar("c.127", 127.0)], name="lm_head.scale_127")
-            return g.row_matmul(h, q_t, scale_127, bias if np.any(full_bias) else None, "lm_head")
+            scale_b = g.op("Mul", [scale, g.scalar("c.row_unit", ROW_CODE_UNIT)], name="lm_head.scale_b")
+            return g.row_matmul(h, q_t, scale_b, bias if np.any(full_bias) else None, "lm_head")
         g.quantized_nodes.append("lm_head")
         return g.op("DynamicQuantizeMatMul", [h, q_t, scale, "", bias], name="lm_head", domain=MS_DOMAIN)
     table = select(g.const("embed_tokens.weight" if tied else "lm_head.weight", w.lm_head), "lm_head.rows")

@@ -11,7 +11,9 @@ Four weight schemes are applied while the graphs are built (see :mod:`.graphs`):
   activations is quantized with its own scale (a few standard operators before a
   ``MatMulIntegerToFloat``), as CTranslate2 does. The integer product is exact, so a
   sentence's output cannot depend on its batch-mates on any CPU, and the u8s8 GEMM keeps
-  INT8's batched speed.
+  INT8's batched speed. The codes use 64 steps each side of the zero point, not 127, so
+  that x86 kernels without VNNI, which sum pairs of products in saturating int16, stay
+  exact too.
 - ``q8`` and ``q4``: every linear layer, the output layer included, becomes a
   ``MatMulNBits`` over 8- or 4-bit weights quantized in blocks of ``block_size`` along the
   input dimension, one float32 scale per block. With ``accuracy_level=4`` ONNX Runtime
@@ -136,7 +138,8 @@ class QuantizeOptions:
                 "weight_type": "int8",
                 "per_channel": True,
                 "symmetric_weights": True,
-                "activations": "uint8 per row, symmetric (zero point 128)",
+                "activations": "uint8 per row, symmetric: 64 steps around zero point 64",
+                "activation_code_peak": 64,
                 "operators": ["MatMulIntegerToFloat"],
                 "op_types": list(self.op_types),
                 "exclude_nodes": list(self.exclude_nodes),
