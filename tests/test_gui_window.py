@@ -32,7 +32,7 @@ from edge_translator.gui.alignment import Alignment, doubtful, from_utf16, to_ut
 from edge_translator.gui.session import ModelSession  # noqa: E402
 from edge_translator.gui.settings import Settings  # noqa: E402
 from edge_translator.gui.stream import TranslationStream  # noqa: E402
-from edge_translator.gui.window import ALIGNED, DEBOUNCE_MS, SELECTION_ROLE, MainWindow  # noqa: E402
+from edge_translator.gui.window import ALIGNED, DEBOUNCE_MS, DOUBTFUL, SELECTION_ROLE, MainWindow  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "models" / "tatoeba-en-zh-small"
@@ -293,6 +293,28 @@ def test_stream_emits_nothing_after_cancel(qtbot, session):
 
 def _aligned(edit):
     return [s for s in edit.extraSelections() if s.format.property(SELECTION_ROLE) == ALIGNED]
+
+
+def test_doubtful_sentences_are_shaded_in_both_panes_and_only_they(qtbot, window, monkeypatch):
+    """The translation pane carries the shading in its text, the source pane as extra
+    selections; a sentence written after a doubtful one is plain."""
+    from PySide6.QtGui import QTextCursor
+
+    import edge_translator.gui.alignment as alignment
+
+    monkeypatch.setattr(alignment, "doubtful", lambda result: "odd" in result.source)
+    text = "I like apples. The odd sky is blue. We go home. An odd cat sleeps. The end is near."
+    translate_and_wait(qtbot, window, text)
+    pairs, rendered = window.alignment.pairs, window.alignment.text
+    assert [p.doubtful for p in pairs] == [False, True, False, True, False]
+    for pair in pairs:
+        cursor = QTextCursor(window.target.document())
+        for offset in range(*pair.target):
+            cursor.setPosition(to_utf16(rendered, offset) + 1)  # the format of the character before
+            assert (cursor.charFormat().property(SELECTION_ROLE) == DOUBTFUL) == pair.doubtful, pair
+    shaded = sorted((from_utf16(text, s.cursor.selectionStart()), from_utf16(text, s.cursor.selectionEnd()))
+                    for s in window.source.extraSelections() if s.format.property(SELECTION_ROLE) == DOUBTFUL)
+    assert shaded == [p.source for p in pairs if p.doubtful]
 
 
 def test_the_caret_highlights_a_sentence_and_its_translation(qtbot, window, session):

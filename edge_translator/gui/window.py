@@ -113,7 +113,6 @@ class MainWindow(QMainWindow):
         self._highlight: int | None = None
         self._writing = False
         self._last_focus: tuple[str, int] | None = None
-        self._doubtful_target: list[QTextEdit.ExtraSelection] = []
         self._doubtful_source: list[QTextEdit.ExtraSelection] = []
 
         self.setWindowTitle("Edge Translator")
@@ -135,6 +134,7 @@ class MainWindow(QMainWindow):
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
         self._pending: list[str] = []
+        self._fresh: list = []
         self._written = 0
 
         self._make_actions()
@@ -479,8 +479,8 @@ class MainWindow(QMainWindow):
         self.alignment = Alignment(text)
         self._source_dirty = False
         self._highlight = None
-        self._doubtful_target, self._doubtful_source = [], []
-        self._pending, self._written = [], 0
+        self._doubtful_source = []
+        self._pending, self._written, self._fresh = [], 0, []
         self._flush_timer.stop()
         if self._last_focus is not None and self._last_focus[0] == "target":
             self._last_focus = None
@@ -511,31 +511,49 @@ class MainWindow(QMainWindow):
         try:
             cursor = QTextCursor(self.target.document())
             cursor.movePosition(QTextCursor.MoveOperation.End)
-            cursor.insertText(chunk)
+            cursor.insertText(chunk, QTextCharFormat())  # plain, not the shading of a doubtful sentence before it
         finally:
             self._writing = False
 
     def _flush(self) -> None:
         """Write pending sentences, shade the doubtful ones among them and refresh the highlight."""
         self._flush_timer.stop()
-        self._write_pending()
-        fresh = self.alignment.pairs[self._written:]
-        self._written = len(self.alignment.pairs)
-        changed = False
-        if any(pair.doubtful for pair in fresh):
-            rendered = self.alignment.text
-            for pair in fresh:
-                if pair.doubtful:
-                    changed = True
-                    self._doubtful_target.append(self._selection(self.target, rendered, pair.target, DOUBTFUL))
-                    self._doubtful_source.append(self._selection(self.source, self.alignment.source, pair.source,
-                                                                 DOUBTFUL))
+        block = QTextCursor(self.target.document())
+        block.beginEditBlock()  # the pane lays its text out once, after the sentences and their shading
+        try:
+            changed = self._write_and_shade()
+        finally:
+            block.endEditBlock()
         if self._highlight is None and self._last_focus is not None:
             self._focus(*self._last_focus)  # the sentence under the caret may have arrived
         elif changed:
             self._paint()
-        if fresh and self._written == len(fresh):
+        if self._fresh and self._written == len(self._fresh):
             self._update_actions()
+
+    def _write_and_shade(self) -> bool:
+        """Write the pending sentences; shade the doubtful ones; whether any was."""
+        self._write_pending()
+        fresh = self._fresh = self.alignment.pairs[self._written:]
+        self._written = len(self.alignment.pairs)
+        changed = False
+        if any(pair.doubtful for pair in fresh):
+            rendered = self.alignment.text
+            self._writing = True
+            try:
+                for pair in fresh:
+                    if pair.doubtful:
+                        changed = True
+                        # In the translation pane, the shading goes into the text itself: as extra
+                        # selections, every repaint of a long translation laid out all of them again
+                        # (a UI stall of 60-90 ms per batch of sentences on a 2-core AMD EPYC).
+                        shade = self._selection(self.target, rendered, pair.target, DOUBTFUL)
+                        shade.cursor.mergeCharFormat(shade.format)
+                        self._doubtful_source.append(self._selection(self.source, self.alignment.source,
+                                                                     pair.source, DOUBTFUL))
+            finally:
+                self._writing = False
+        return changed
 
     def _on_sentence(self, result) -> None:
         self._pending.append(self.alignment.append(result))
@@ -627,7 +645,7 @@ class MainWindow(QMainWindow):
     def _paint(self) -> None:
         self._write_pending()
         source = [] if self._source_dirty else list(self._doubtful_source)
-        target = list(self._doubtful_target)
+        target = []
         index = self._highlight
         if index is not None and index < len(self.alignment):
             pair = self.alignment.pairs[index]
