@@ -350,3 +350,24 @@ def test_the_log_normalizer_gives_the_bits_of_the_plain_expression(rows):
     scratch = np.full((rows + 4, 1001), np.nan, np.float32)[:rows]
     assert np.array_equal(_log_normalizer(last, scratch), expected)
     assert np.array_equal(_log_normalizer(last, scratch), expected)  # the buffer's old contents do not matter
+
+
+@pytest.mark.parametrize("idle_s, released", [(0.5, True), (60.0, False)])
+def test_an_idle_engine_gives_its_kept_buffers_back(tiny_fp32, idle_s, released):
+    """Finished batches leave their buffers for the next ones; once the engine has had
+    nothing to do for ``idle_release_s``, they go back to the system."""
+    with Translator.load(tiny_fp32, threads=1, cache=None, engine=EngineOptions(idle_release_s=idle_s)) as translator:
+        pool = translator.engine.model.buffers
+        translator.translate(" ".join(english_sentences(4, seed=77)))
+        assert pool.spare_bytes > 0  # the batch just gave them back, and the engine is not yet idle long
+        deadline = time.perf_counter() + 2.0
+        while pool.spare_bytes and time.perf_counter() < deadline:
+            time.sleep(0.05)
+        assert (pool.spare_bytes == 0) == released
+        translator.translate(english_sentences(1, seed=78)[0])  # and it decodes on afterwards
+        assert pool.spare_bytes > 0
+
+
+def test_idle_release_must_not_be_negative():
+    with pytest.raises(ValueError, match="idle_release_s"):
+        EngineOptions(idle_release_s=-1)

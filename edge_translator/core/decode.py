@@ -139,6 +139,11 @@ class Seq2Seq:
             model.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         return model
 
+    def release_buffers(self) -> None:
+        """Give the buffers that finished greedy batches left for the next ones back to the
+        system (each is unmapped once no batch holds it); the engine calls it when idle."""
+        self.buffers.clear()
+
     def _check_io(self) -> None:
         for spec, session in ((self.bundle.encoder, self.encoder), (self.bundle.decoder, self.decoder)):
             if not hasattr(session, "get_inputs"):

@@ -59,13 +59,17 @@ class EngineOptions:
     bulk_step_interval_ms: float = 250.0
     """Under continuous interactive work, a bulk batch still gets one step this often, so
     bulk work is delayed but never starved."""
+    idle_release_s: float = 2.0
+    """After this many seconds with nothing to do, the worker gives the decoding buffers it
+    keeps for the next batches back to the system (hundreds of MB after a large bulk batch
+    of the full opus-mt-en-zh shape); under steady work they are reused."""
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_queued", "max_interactive_batches", "max_bulk_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.max_wait_ms < 0 or self.bulk_step_interval_ms < 0:
-            raise ValueError("max_wait_ms and bulk_step_interval_ms must not be negative")
+        if self.max_wait_ms < 0 or self.bulk_step_interval_ms < 0 or self.idle_release_s < 0:
+            raise ValueError("max_wait_ms, bulk_step_interval_ms and idle_release_s must not be negative")
 
 
 @dataclass(frozen=True)
@@ -400,11 +404,25 @@ class Engine:
             self._cond.notify_all()
 
     # -- the worker ------------------------------------------------------------------------------
+    def _has_work(self) -> bool:
+        return bool(self._closing or self._queued or self._active)
+
     def _run(self) -> None:
+        released = True  # nothing is held before the first batch
         try:
             while True:
                 with self._cond:
-                    self._cond.wait_for(lambda: self._closing or self._queued or self._active)
+                    work = self._cond.wait_for(self._has_work, None if released else self.options.idle_release_s)
+                if not work:  # idle for a while: let the kept buffers go, outside the lock
+                    release = getattr(self.model, "release_buffers", None)
+                    if release is not None:
+                        release()
+                    released = True
+                    continue
+                released = False
+                with self._cond:
+                    if not self._has_work():
+                        continue
                     if not self._active and not self._queued:
                         return  # closing, and nothing left
                     if not self._active:
