@@ -132,7 +132,7 @@ class Seq2Seq:
         arena = memory != "none"
         model = cls(create_session(bundle.file(bundle.encoder.file), threads, spin, arena),
                     create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle,
-                    open_log_softmax(1, spin, arena))
+                    open_log_softmax(spin, arena))
         if memory == "shrink":
             ort = onnxruntime()
             model.run_options = ort.RunOptions()
