@@ -217,6 +217,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Rewrite an int8r bundle's activation codes from 127 to 64 steps (see toolchain.upgrade)."""
+    from .toolchain.upgrade import upgrade_bundle
+
+    report = upgrade_bundle(args.bundle, args.out)
+    if not report.upgraded:
+        print(f"{report.path}: already current (int8r, 64-step activation codes); nothing to do")
+    else:
+        print(f"{report.path}: upgraded to 64-step activation codes ({report.row_quantizers} row quantizers, "
+              f"{report.matmuls} integer matmuls); the weights are unchanged")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Benchmark this runtime against PyTorch and CTranslate2 and write the report."""
     import json
@@ -478,6 +491,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--torch", action="store_true", help="score the PyTorch model in BUNDLE instead")
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
     ev.set_defaults(func=cmd_eval)
+
+    up = sub.add_parser("upgrade", help="bring an int8r bundle exported before the 64-step activation codes up to "
+                        "date, offline (extra 'export': onnx)")
+    up.add_argument("bundle", help="bundle directory; replaced once the upgraded bundle is complete and loads")
+    up.add_argument("--out", help="write the upgraded bundle to this new directory instead, leaving BUNDLE as it is")
+    up.set_defaults(func=cmd_upgrade)
 
     be = sub.add_parser("bench", help="benchmark against PyTorch and CTranslate2 (extra 'bench')")
     be.add_argument("--work", default="work/bench", help="where the full-shape model and conversions are kept")

@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 INT8_KERNEL_FLAGS = {"x86_64": ("avx2",), "aarch64": ("asimddp",)}
 #: Flags worth naming in benchmark reports.
 REPORTED_PREFIXES = ("avx", "amx", "asimd", "sve", "i8mm")
+#: x86 flags of a u8s8 kernel that adds products into int32 without an int16 step (VNNI).
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "armv8": "aarch64"}
 
 
@@ -46,6 +48,14 @@ class CpuInfo:
         if wanted is None or self.flags is None:
             return None
         return all(flag in self.flags for flag in wanted)
+
+    def saturates_u8s8(self) -> bool | None:
+        """Whether ONNX Runtime's u8s8 GEMM adds pairs of products into a saturating int16
+        here (x86 without VNNI: ``vpmaddubsw``); ``None`` when unknown (other architectures
+        too)."""
+        if self.arch != "x86_64" or self.flags is None:
+            return None
+        return not any(flag in self.flags for flag in VNNI_FLAGS)
 
     def reported_flags(self) -> list[str]:
         """The SIMD flags benchmarks name (AVX, AMX, ASIMD, SVE, i8mm)."""
@@ -151,6 +161,28 @@ def slow_path_warning(quantization: dict, cpu: CpuInfo) -> str | None:
             f"falls back to slow float kernels: export with --quantize int8r for this machine")
 
 
+def saturation_warning(manifest: dict, cpu: CpuInfo, where: str = "") -> str | None:
+    """One line saying an int8r bundle exported before the 64-step codes computes wrongly
+    here, or ``None``.
+
+    Such bundles quantize activations to codes up to 255; on a CPU whose u8s8 kernel sums
+    pairs of products in int16 (:meth:`CpuInfo.saturates_u8s8`), some sums overflow.
+
+    Args:
+        manifest: The bundle's ``bundle.json``.
+        cpu: The CPU to judge for.
+        where: The bundle directory, named in the fix.
+    """
+    quantization = manifest.get("quantization") or {}
+    if quantization.get("mode") != "rowwise" or quantization.get("activation_code_peak") == 64:
+        return None
+    if not cpu.saturates_u8s8():
+        return None
+    return (f"this int8r bundle was exported before edge-translator's 64-step activation codes, and {cpu.name} "
+            "has no VNNI, so some of its integer sums saturate and translations can be wrong: run "
+            f"`edge-translator upgrade {where or 'BUNDLE'}` once (offline, the weights are kept)")
+
+
 def _version(text: str) -> tuple[int, ...]:
     parts = []
     for piece in text.split("."):
@@ -163,13 +195,16 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def check_runtime(manifest: dict, cpu: CpuInfo | None = None, onnxruntime_version: str | None = None) -> str | None:
-    """Refuse a bundle this ONNX Runtime cannot run; return a slow-path warning, if any.
+def check_runtime(manifest: dict, cpu: CpuInfo | None = None, onnxruntime_version: str | None = None,
+                  where: str = "") -> str | None:
+    """Refuse a bundle this ONNX Runtime cannot run; return a slow-path or saturation
+    warning, if any.
 
     Args:
         manifest: The bundle's ``bundle.json``.
         cpu: This CPU (read when not given).
         onnxruntime_version: The installed ONNX Runtime (asked when not given).
+        where: The bundle directory, for the warning's fix.
 
     Returns:
         One line to warn with, or ``None``.
@@ -181,16 +216,16 @@ def check_runtime(manifest: dict, cpu: CpuInfo | None = None, onnxruntime_versio
 
     quantization = manifest.get("quantization") or {}
     needs = (manifest.get("runtime") or {}).get("onnxruntime") or {}
-    if quantization.get("mode") not in ("q8", "q4") and not needs:
+    if quantization.get("mode") not in ("q8", "q4", "rowwise") and not needs:
         return None
     cpu = cpu or cpu_info()
-    if onnxruntime_version is None:
+    minimum = needs.get(cpu.arch)
+    if minimum and onnxruntime_version is None:
         from .sessions import onnxruntime
 
         onnxruntime_version = onnxruntime().__version__
-    minimum = needs.get(cpu.arch)
     if minimum and _version(onnxruntime_version) < _version(minimum):
         raise BundleError(f"this {quantization.get('mode')} bundle needs onnxruntime >= {minimum} on {cpu.arch}, "
                           f"this is {onnxruntime_version}: pip install -U 'onnxruntime>={minimum}', or use an int8 "
                           "bundle")
-    return slow_path_warning(quantization, cpu)
+    return slow_path_warning(quantization, cpu) or saturation_warning(manifest, cpu, where)

@@ -124,7 +124,7 @@ class Seq2Seq:
         Warns (one line) when the bundle's weight scheme is slow on this CPU, and refuses one
         that needs a newer ONNX Runtime (see :func:`.cpu.check_runtime`).
         """
-        warning = check_runtime(bundle.manifest)
+        warning = check_runtime(bundle.manifest, where=str(bundle.path))
         if warning:
             logger.warning(warning)
         if memory not in MEMORY_MODES:
