@@ -134,3 +134,14 @@ def test_segmentation_speed_is_measured():
     assert segmentation_speed("One sentence. Another one! A third?", rounds=3) > 0
     with pytest.raises(ValueError, match="rounds"):
         segmentation_speed("Text.", rounds=0)
+
+
+def test_prepared_bundles_are_reused_only_if_this_exporter_wrote_their_graphs(tmp_path):
+    """A bundle from an earlier exporter (another decoder) is exported again, not timed."""
+    from edge_translator.toolchain.bench import _exported_by_this_version
+
+    from .conftest import FIXTURES
+
+    assert _exported_by_this_version(FIXTURES / "tiny-fp32")
+    assert not _exported_by_this_version(FIXTURES / "tiny-int8r-127")  # MultiHeadAttention decoder
+    assert not _exported_by_this_version(tmp_path / "missing")

@@ -7,10 +7,13 @@ import weakref
 import numpy as np
 import pytest
 
-from edge_translator.core.decode import GreedyBatch
-from edge_translator.core.kvcache import BoundDecoder, BufferPool, KVBuffers, mapped
+from edge_translator.core.bundle import load_bundle
+from edge_translator.core.decode import GreedyBatch, Seq2Seq
+from edge_translator.core.kvcache import BoundDecoder, BufferPool, KVBuffers, SharedKV, mapped
+from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
+from .conftest import ROOT
 from .ties import assert_equal_or_tie, greedy_tie, onnx_next_logprobs
 
 
@@ -63,6 +66,84 @@ def test_kv_buffers_keep_their_contents_through_growth_and_dropped_rows():
 def test_kv_buffers_refuse_empty_shapes():
     with pytest.raises(ValueError, match="at least 1"):
         KVBuffers(2, 0, 3, 4)
+    with pytest.raises(ValueError, match="at least 1"):
+        SharedKV(2, 3, 0, 4)
+
+
+def test_shared_kv_keeps_each_rows_positions_through_growth_and_dropped_rows():
+    """Rows at different lengths: what the decoder wrote at each row's own position is still
+    there after the buffer grows and rows leave (moved down in place)."""
+    rng = np.random.default_rng(1)
+    layers, rows, heads, dim = 2, 5, 3, 4
+    kv = SharedKV(layers, rows, heads, dim, capacity=3)
+    kv.lengths[:] = [0, 2, 1, 0, 2]  # rows that joined at different steps
+    expected = [[[rng.standard_normal((heads, dim)).astype(np.float32) for _ in range(n)] for n in kv.lengths]
+                for _ in range(2 * layers)]
+    for segment in range(2 * layers):
+        for row, positions in enumerate(expected[segment]):
+            for pos, values in enumerate(positions):
+                kv.segment(segment)[row, :, pos] = values
+    kept = list(range(rows))
+    for step in range(8):
+        kv.reserve()
+        assert kv.capacity >= int(kv.lengths.max()) + 1
+        for segment in range(2 * layers):  # the decoder writes each row's new position in place
+            for slot, row in enumerate(kept):
+                new = rng.standard_normal((heads, dim)).astype(np.float32)
+                kv.segment(segment)[slot, :, kv.lengths[slot]] = new
+                expected[segment][row].append(new)
+        kv.advance()
+        slots = {2: [0, 2, 3], 5: [1, 2]}.get(step)
+        if slots is not None:
+            kv.keep(np.asarray(slots))
+            kept = [kept[k] for k in slots]
+        assert kv.rows == len(kept)
+        for segment in range(2 * layers):
+            for slot, row in enumerate(kept):
+                assert kv.lengths[slot] == len(expected[segment][row])
+                np.testing.assert_array_equal(kv.segment(segment)[slot, :, : kv.lengths[slot]],
+                                              np.stack(expected[segment][row], axis=1))
+    assert kv.capacity == 9  # 3 -> 6 -> 9: the longest row left (it started at 1) ends with 9 positions
+    assert kv.lengths.dtype == np.int32 and kv.lengths.flags.c_contiguous  # what is bound
+
+
+def test_a_ragged_decoder_row_gives_what_it_gives_alone(fp32_parts):
+    """Rows at different positions in one call, over a cache longer than any of them, give
+    each row the logits and the K/V it gets decoded alone: a row's self-attention reads its
+    own positions only."""
+    bundle, _, model = fp32_parts
+    sources = _sources(fp32_parts, 4, 17)
+    ids, mask = model.pad(sources)
+    cross_k, cross_v = model.encode(ids, mask)
+    lengths = [3, 0, 6, 1]  # each row's cached positions
+    alone, prefixes = [], []
+    for row, length in enumerate(lengths):  # decode each row alone, one token at a time
+        sub_k, sub_v = [c[row: row + 1] for c in cross_k], [c[row: row + 1] for c in cross_v]
+        past_k, past_v = model.empty_cache(1), model.empty_cache(1)
+        token = np.full((1, 1), bundle.decoder_start_id, np.int64)
+        prefix = [int(token[0, 0])]
+        for _ in range(length + 1):
+            logits, past_k, past_v = model.step(token, mask[row: row + 1], past_k, past_v, sub_k, sub_v)
+            token = model.next_tokens(logits[:, -1].copy()).reshape(1, 1).astype(np.int64)
+            prefix.append(int(token[0, 0]))
+        alone.append((logits[0, -1], [p[0] for p in past_k], [p[0] for p in past_v]))
+        prefixes.append(prefix)
+    capacity = 16
+    feed = {"input_ids": np.asarray([[p[n]] for p, n in zip(prefixes, lengths)], np.int64),
+            "encoder_attention_mask": mask, "past_lengths": np.asarray(lengths, np.int32)}
+    for layer in range(model.layers):
+        for kind, values in (("key", 1), ("value", 2)):
+            past = np.full((len(lengths), model.heads, capacity, model.head_dim), 7.0, np.float32)  # junk beyond
+            for row, n in enumerate(lengths):
+                past[row, :, :n] = alone[row][values][layer][:, :n]
+            feed[f"past_{kind}.{layer}"] = past
+        feed[f"cross_key.{layer}"], feed[f"cross_value.{layer}"] = cross_k[layer], cross_v[layer]
+    names = ["logits"] + [f"present_key.{i}" for i in range(model.layers)]
+    out = model.decoder.run(names, feed)
+    for row, n in enumerate(lengths):
+        np.testing.assert_array_equal(out[0][row, -1], alone[row][0])
+        for layer in range(model.layers):
+            np.testing.assert_array_equal(out[1 + layer][row, :, : n + 1], alone[row][1][layer])
 
 
 def test_mapped_arrays_are_zeroed_writable_and_unmapped_when_freed():
@@ -74,14 +155,30 @@ def test_mapped_arrays_are_zeroed_writable_and_unmapped_when_freed():
     assert ref() is None
 
 
-def test_bound_decoder_computes_what_the_plain_calls_compute(fp32_parts):
+@pytest.fixture(scope="module", params=["ragged", "legacy"])
+def graph_parts(request, fp32_parts):
+    """``(bundle, tokenizer, model)``: the FP32 fixture (GroupQueryAttention, cache written in
+    place), or the embedded demo bundle, whose decoder appends to a past of one length."""
+    if request.param == "ragged":
+        assert fp32_parts[2].ragged
+        return fp32_parts
+    bundle = load_bundle(ROOT / "models" / "tatoeba-en-zh-small")
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                               bundle.pad_id)
+    model = Seq2Seq.load(bundle, threads=1)
+    assert not model.ragged
+    return bundle, tokenizer, model
+
+
+def test_bound_decoder_computes_what_the_plain_calls_compute(graph_parts):
     """Step by step, over capacity growth and rows leaving, the logits and the K/V are the
     plain ``Seq2Seq.step``'s, fed the same tokens."""
-    bundle, _, model = fp32_parts
-    sources = _sources(fp32_parts, 5, 11)
+    bundle, _, model = graph_parts
+    sources = _sources(graph_parts, 5, 11)
     ids, mask = model.pad(sources)
     cross_k, cross_v = model.encode(ids, mask)
-    bound = BoundDecoder(model.decoder, cross_k, cross_v, mask, model.logits_width, capacity=2)
+    bound = BoundDecoder(model.decoder, cross_k, cross_v, mask, model.logits_width, capacity=2,
+                         ragged=model.ragged)
     past_k, past_v = model.empty_cache(len(sources)), model.empty_cache(len(sources))
     tokens = np.full((len(sources), 1), bundle.decoder_start_id, np.int64)
     for step in range(10):
@@ -102,12 +199,12 @@ def test_bound_decoder_computes_what_the_plain_calls_compute(fp32_parts):
     assert bound.kv.capacity == 10 and bound.kv.rows == 1  # 10 positions, grown by 2
 
 
-def test_greedy_batches_decode_the_same_with_and_without_binding(fp32_parts, tie_counter):
-    bundle, _, model = fp32_parts
+def test_greedy_batches_decode_the_same_with_and_without_binding(graph_parts, tie_counter):
+    bundle, _, model = graph_parts
     assert model.binds  # real sessions take the bound path
     plain = copy.copy(model)
     plain.binds = False
-    sources = _sources(fp32_parts, 24, 5)
+    sources = _sources(graph_parts, 24, 5)
     limits = [4 + (7 * k) % 40 for k in range(len(sources))]  # rows stop at many different steps
     bound_out = model.greedy_all(sources, limits)
     plain_out = plain.greedy_all(sources, limits)
@@ -128,7 +225,7 @@ def test_a_batch_hands_its_memory_to_the_pool_when_no_row_is_left(fp32_parts, ho
     batch = GreedyBatch(model, sources, [12] * len(sources))
     batch.step()
     bound = batch._bound
-    held = [weakref.ref(_mapping(a)) for a in (*bound.kv._buffers, *bound._owned)]
+    held = [weakref.ref(_mapping(a)) for a in (*bound.kv.buffers, *bound._owned)]
     del bound
     gc.disable()  # nothing may depend on the cycle collector
     try:
@@ -151,12 +248,12 @@ def test_the_next_batch_reuses_the_pools_buffers(fp32_parts):
     sources = _sources(fp32_parts, 6, 4)
     first = GreedyBatch(model, sources, [8] * len(sources))
     first.step()
-    left = {b.ctypes.data for b in (*first._bound.kv._buffers, *first._bound._owned)}
+    left = {b.ctypes.data for b in (*first._bound.kv.buffers, *first._bound._owned)}
     while not first.done:
         first.step()
     second = GreedyBatch(model, sources[:3], [8] * 3)  # smaller: it fits in what the first left
     second.step()
-    taken = {b.ctypes.data for b in (*second._bound.kv._buffers, *second._bound._owned)}
+    taken = {b.ctypes.data for b in (*second._bound.kv.buffers, *second._bound._owned)}
     assert taken <= left
 
 

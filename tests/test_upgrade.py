@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from edge_translator.core.bundle import load_bundle, sha256_file
+from edge_translator.core.bundle import file_record, load_bundle, sha256_file
 from edge_translator.core.cpu import CpuInfo, check_runtime, parse_cpuinfo
 from edge_translator.core.decode import Seq2Seq
 from edge_translator.core.errors import BundleError
@@ -32,10 +32,21 @@ SENTENCES = ["Hello world.", "The cat sat on the mat today.", "Where is the rail
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory, tiny_hf):
-    """The same tiny model exported as int8r by today's exporter."""
-    out = tmp_path_factory.mktemp("fresh") / "int8r"
-    result = run_cli("export", str(tiny_hf), str(out), "--quantize", "int8r")
-    assert result.returncode == 0, result.stderr.decode()
+    """The same tiny model as today's exporter writes it in int8r, with the old bundle's kind of
+    decoder (``MultiHeadAttention`` appending to the past: the upgrade leaves attention alone)."""
+    from edge_translator.toolchain.graphs import write_graphs
+    from edge_translator.toolchain.marian import extract_weights, load_model
+    from edge_translator.toolchain.quantize import QuantizeOptions
+
+    out = tmp_path_factory.mktemp("fresh")
+    model, _ = load_model(tiny_hf)
+    write_graphs(extract_weights(model, str(tiny_hf)), QuantizeOptions(mode="rowwise"), out, ragged=False)
+    manifest = json.loads((OLD / "bundle.json").read_text())
+    manifest["quantization"]["activation_code_peak"] = 64
+    for name in ("source.spm", "target.spm", "vocab.json"):
+        shutil.copyfile(OLD / name, out / name)
+    manifest["files"] = {p.name: file_record(p) for p in out.iterdir()}
+    (out / "bundle.json").write_text(json.dumps(manifest))
     return out
 
 

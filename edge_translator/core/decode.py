@@ -102,6 +102,9 @@ class Seq2Seq:
             self._pad_column = columns.get(bundle.pad_id)
             self._eos_column = columns[bundle.eos_id]
         self.logits_width = bundle.vocab_size if self.output_ids is None else len(self.output_ids)
+        self.ragged = "past_lengths" in bundle.decoder.inputs
+        """Whether the decoder graph takes each row's cached length (``GroupQueryAttention``,
+        the cache written in place) rather than appending to a past of one length for all."""
         self.binds = hasattr(decoder, "io_binding")
         """Whether greedy batches run the decoder through IO binding over their own memory
         (:class:`.kvcache.BoundDecoder`); sessions without it (test fakes) are fed by ``run``."""
@@ -166,6 +169,8 @@ class Seq2Seq:
              cross_k: list, cross_v: list) -> tuple[np.ndarray, list, list]:
         """Run the decoder on new tokens [B, T]; return logits [B, T, V] and the grown K/V."""
         feed = {"input_ids": tokens, "encoder_attention_mask": mask}
+        if self.ragged:  # every row's past is the whole array given
+            feed["past_lengths"] = np.full(len(tokens), past_k[0].shape[2], np.int32)
         for i in range(self.layers):
             feed[f"past_key.{i}"] = past_k[i]
             feed[f"past_value.{i}"] = past_v[i]
@@ -391,7 +396,8 @@ class GreedyBatch:
         if self.use_cache and model.binds and self.cross_k[0].dtype == np.float32:  # what the buffers hold
             # The batch's memory is its own from here; the encoder's outputs go back to the arena.
             self._bound = BoundDecoder(model.decoder, self.cross_k, self.cross_v, self.mask, model.logits_width,
-                                       model.run_options, model.buffers, normalizer=model.normalizer)
+                                       model.run_options, model.buffers, normalizer=model.normalizer,
+                                       ragged=model.ragged)
             self.cross_k = self.cross_v = self.past_k = self.past_v = []
         else:
             self.past_k, self.past_v = model.empty_cache(batch), model.empty_cache(batch)

@@ -8,8 +8,9 @@ row is delivered the moment it finishes and a cancelled row leaves its batch at 
 next step. Only the worker runs ONNX Runtime, with the thread count the sessions were
 opened with, so any number of callers never oversubscribes the CPU.
 
-Batches do not take new rows once they decode: the decoder graph has no self-attention
-padding mask. Instead, an interactive batch is started beside a running bulk batch and
+Batches do not take new rows once they decode (bundles exported before the ragged decoder
+graph cannot seat rows at different positions; ragged ones could, which is not done yet:
+it measured at most 6-8% for a bulk job, see ``docs/benchmarks.md``). Instead, an interactive batch is started beside a running bulk batch and
 is stepped first (the bulk batch waits with its cache intact, and still gets a step
 every quarter second), and a new batch is started beside one that has emptied to half,
 so the tail of a batch does not decode alone.

@@ -8,6 +8,11 @@ warm-up, in steps). Here a batch keeps all of that in anonymous memory mappings 
 the decoder reads the past from one buffer and writes the present into the other through
 IO binding, and the two swap at each step. The arena then only holds what one call needs.
 
+With a ragged decoder graph (``GroupQueryAttention``, bundles exported since it) the cache is
+one buffer per batch (:class:`SharedKV`) that the decoder reads and writes in place, each row
+at its own length; with the earlier graphs it is two (:class:`KVBuffers`), the past and the
+present that ``MultiHeadAttention`` writes beside it.
+
 A finished batch hands its buffers to a :class:`BufferPool` that keeps a few whole ones for
 the next batches (a fresh mapping costs a page fault per 4 KiB on first use: 7% of the
 decoding time of a batch of 64 on a virtual machine) and unmaps the rest. Whole buffers
@@ -33,8 +38,9 @@ from .logsoftmax import INPUT, OUTPUT
 #: copies anyway.
 INITIAL_CAPACITY = 64
 
-#: Buffers a pool keeps for later batches (one greedy batch takes five: two for its K/V, the
-#: cross K/V, the logits and their log-softmax); the smallest are unmapped first.
+#: Buffers a pool keeps for later batches (one greedy batch takes four: its K/V, the cross
+#: K/V, the logits and their log-softmax; five with an earlier bundle's decoder, whose K/V
+#: take two); the smallest are unmapped first.
 SPARE_BUFFERS = 5
 
 
@@ -124,6 +130,11 @@ class KVBuffers:
         self._addresses = [b.ctypes.data for b in self._buffers]
         self._current = 0
 
+    @property
+    def buffers(self) -> tuple[np.ndarray, ...]:
+        """The mapped buffers held (the past's and the present's)."""
+        return tuple(self._buffers)
+
     def addresses(self) -> tuple[int, int, int]:
         """Where the past and the present begin, and the bytes from one segment to the next:
         segment ``s`` of the past is at ``past + s * step`` (what binding needs, without views)."""
@@ -175,6 +186,100 @@ class KVBuffers:
         self.rows = len(slots)
 
 
+class SharedKV:
+    """Self-attention K and V of every layer of one batch, for a ragged decoder graph
+    (``GroupQueryAttention``), in one mapped buffer that the decoder reads and writes in place.
+
+    The buffer holds ``2 * layers`` segments (keys of layers 0..L-1, then values), each laid
+    out ``[rows, heads, capacity, head_dim]``; row ``r`` holds ``lengths[r]`` positions. A step
+    writes each row's new position into the same memory it reads the past from, so nothing is
+    copied but the new position (:class:`KVBuffers` double-buffers and copies the whole past
+    every step), and the cache takes half the memory.
+    """
+
+    def __init__(self, layers: int, rows: int, heads: int, head_dim: int, capacity: int = INITIAL_CAPACITY,
+                 pool: BufferPool | None = None):
+        """Make an empty cache (every length 0) for ``rows`` rows and ``capacity`` positions.
+
+        Args:
+            pool: Where the buffer comes from and goes back to (:meth:`release`); ``None``: a
+                pool of this batch's own, which keeps nothing.
+        """
+        if min(layers, rows, heads, head_dim, capacity) < 1:
+            raise ValueError("layers, rows, heads, head_dim and capacity must all be at least 1")
+        self.segments, self.heads, self.head_dim = 2 * layers, heads, head_dim
+        self.rows, self.growth = rows, capacity
+        self.lengths = np.zeros(rows, np.int32)
+        """Positions each row holds (bound as the graph's ``past_lengths``)."""
+        self.pool = pool if pool is not None else BufferPool(spares=0)
+        self._buffer: np.ndarray | None = None
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._stride = self.rows * self.heads * capacity * self.head_dim
+        self._buffer = self.pool.take(self.segments * self._stride)
+        self.address = self._buffer.ctypes.data
+        """Where segment 0 begins; segment ``s`` is at ``address + s * step``."""
+        self.step = self._stride * self._buffer.itemsize
+        """Bytes from one segment to the next."""
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The shape a segment is bound with: ``[rows, heads, capacity, head_dim]``."""
+        return self.rows, self.heads, self.capacity, self.head_dim
+
+    @property
+    def buffers(self) -> tuple[np.ndarray, ...]:
+        """The mapped buffer held."""
+        return () if self._buffer is None else (self._buffer,)
+
+    def past(self, segment: int) -> np.ndarray:
+        """One segment's positions up to the longest row's length (a view, not contiguous)."""
+        return self.segment(segment)[:, :, : int(self.lengths.max(initial=0))]
+
+    def segment(self, segment: int) -> np.ndarray:
+        """One segment's memory, ``[rows, heads, capacity, head_dim]`` (row r valid up to ``lengths[r]``)."""
+        start = segment * self._stride
+        return self._buffer[start: start + self.rows * self.heads * self.capacity * self.head_dim].reshape(self.shape)
+
+    def reserve(self, new: int = 1) -> None:
+        """Make room for ``new`` more positions in every row, growing by the first capacity
+        (one copy of what the rows hold) when the longest row would not fit."""
+        needed = int(self.lengths.max(initial=0)) + new
+        if needed <= self.capacity:
+            return
+        longest = int(self.lengths.max(initial=0))
+        old = [self.segment(s)[:, :, :longest] for s in range(self.segments)]
+        buffer = self._buffer
+        self._allocate(self.capacity + self.growth * -(-(needed - self.capacity) // self.growth))
+        for segment, values in enumerate(old):
+            self.segment(segment)[:, :, :longest] = values
+        del old
+        self.pool.give(buffer)
+
+    def advance(self, new: int = 1) -> None:
+        """The positions just written become part of every row's past."""
+        self.lengths += new
+
+    def keep(self, slots: np.ndarray) -> None:
+        """Keep only these rows (positions in the batch, ascending), moved down in place."""
+        longest = int(self.lengths[slots].max(initial=0))
+        for segment in range(self.segments):
+            values = self.segment(segment)
+            for row, slot in enumerate(slots):  # slots ascend: no row is overwritten before it is read
+                if row != slot:
+                    values[row, :, :longest] = values[slot, :, :longest]
+        self.lengths = np.ascontiguousarray(self.lengths[slots])
+        self.rows = len(slots)  # segments stay where they are: only their first rows are used
+
+    def release(self) -> None:
+        """Give the buffer back to the pool; nothing of this object may be used afterwards."""
+        if self._buffer is not None:
+            self.pool.give(self._buffer)
+        self._buffer = None
+
+
 def _bind(binding, name: str, array: np.ndarray, output: bool = False) -> None:
     if not array.flags.c_contiguous:  # bound by address and shape: the layout must be plain
         raise ValueError(f"{name} must be C-contiguous to be bound")
@@ -192,7 +297,7 @@ class BoundDecoder:
 
     def __init__(self, session, cross_k: list, cross_v: list, mask: np.ndarray, width: int,
                  run_options=None, pool: BufferPool | None = None, capacity: int = INITIAL_CAPACITY,
-                 normalizer=None):
+                 normalizer=None, ragged: bool | None = None):
         """Copy the cross K/V in and bind what stays the same from step to step.
 
         Args:
@@ -207,12 +312,18 @@ class BoundDecoder:
             capacity: Positions the K/V buffers hold before they first grow.
             normalizer: A session of :data:`.logsoftmax.GRAPH` for :meth:`log_probs`, or
                 ``None`` (then :meth:`log_probs` is not available).
+            ragged: The decoder graph takes ``past_lengths`` and writes the new K/V into the
+                past's memory (:class:`SharedKV`); ``False``: it returns a new present
+                (:class:`KVBuffers`); ``None``: whichever the session's inputs say.
         """
         self.session, self.run_options = session, run_options
         self.pool = pool if pool is not None else BufferPool(spares=0)
         self.layers = len(cross_k)
         rows, heads, _, head_dim = cross_k[0].shape
-        self.kv = KVBuffers(self.layers, rows, heads, head_dim, capacity, self.pool)
+        if ragged is None:
+            ragged = any(i.name == "past_lengths" for i in session.get_inputs())
+        self.ragged = ragged
+        self.kv = (SharedKV if ragged else KVBuffers)(self.layers, rows, heads, head_dim, capacity, self.pool)
         self._owned = [self.pool.take(2 * self.layers * cross_k[0].size), self.pool.take(rows * width)]
         self.cross = self._owned[0][: 2 * self.layers * cross_k[0].size].reshape(2 * self.layers, *cross_k[0].shape)
         for segment, values in enumerate(list(cross_k) + list(cross_v)):
@@ -247,6 +358,8 @@ class BoundDecoder:
         kv.reserve()
         self.tokens = np.ascontiguousarray(tokens, np.int64)  # bound by address: kept alive
         _bind(self.binding, "input_ids", self.tokens)
+        if self.ragged:
+            return self._step_in_place()
         past, present, step = kv.addresses()
         past_shape = (kv.rows, kv.heads, kv.length, kv.head_dim)
         present_shape = (kv.rows, kv.heads, kv.length + 1, kv.head_dim)
@@ -254,6 +367,20 @@ class BoundDecoder:
         for segment, (past_name, present_name) in enumerate(self._names):
             bind_input(past_name, "cpu", 0, np.float32, past_shape, past + segment * step)
             bind_output(present_name, "cpu", 0, np.float32, present_shape, present + segment * step)
+        logits = self.logits[: kv.rows]
+        _bind(self.binding, "logits", logits, output=True)
+        self.session.run_with_iobinding(self.binding, self.run_options)
+        kv.advance()
+        return logits
+
+    def _step_in_place(self) -> np.ndarray:
+        kv = self.kv
+        _bind(self.binding, "past_lengths", kv.lengths)
+        bind_input, bind_output = self.binding.bind_input, self.binding.bind_output
+        for segment, (past_name, present_name) in enumerate(self._names):
+            address = kv.address + segment * kv.step
+            bind_input(past_name, "cpu", 0, np.float32, kv.shape, address)
+            bind_output(present_name, "cpu", 0, np.float32, kv.shape, address)
         logits = self.logits[: kv.rows]
         _bind(self.binding, "logits", logits, output=True)
         self.session.run_with_iobinding(self.binding, self.run_options)

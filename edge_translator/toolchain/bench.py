@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.bundle import load_bundle
 from ..core.decode import Seq2Seq
-from ..core.errors import ExportError, require
+from ..core.errors import EdgeTranslatorError, ExportError, require
 from ..core.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -421,11 +421,23 @@ def prepare_models(work: Path, reference: Path | None, threads: int,
     for name, mode in SCHEMES.items():
         quant = QuantizeOptions(mode=mode, block_size=block_size)
         out = work / ("full-" + name.removeprefix("ours-") + (f"-b{block_size}" if quant.bits else ""))
-        if not (out / "bundle.json").is_file():
+        if not _exported_by_this_version(out):
             export(hf, out, ExportOptions(quantize=quant, force=True))
         bundles[name] = out
     convert_ct2(hf, ct2)
     return bundles, hf, ct2
+
+
+def _exported_by_this_version(out: Path) -> bool:
+    """Whether ``out`` holds a bundle whose graphs this exporter would write (same decoder
+    inputs): a benchmark must not time an earlier exporter's graphs."""
+    from .graphs import decoder_io
+
+    try:
+        bundle = load_bundle(out, verify=False)
+    except EdgeTranslatorError:
+        return False
+    return list(bundle.decoder.inputs) == decoder_io(bundle.num_layers)[0]
 
 
 def smoke_bundles(hf: Path, work: Path, block_size: int) -> dict[str, Path]:

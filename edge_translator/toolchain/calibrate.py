@@ -60,6 +60,8 @@ def calibration_feeds(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sent
         tokens = np.full((len(sources), 1), model.bundle.decoder_start_id, np.int64)
         for _ in range(steps):
             feed = {"input_ids": tokens, "encoder_attention_mask": mask}
+            if model.ragged:
+                feed["past_lengths"] = np.full(len(sources), past_k[0].shape[2], np.int32)
             for i in range(model.layers):
                 feed.update({f"past_key.{i}": past_k[i], f"past_value.{i}": past_v[i],
                              f"cross_key.{i}": cross_k[i], f"cross_value.{i}": cross_v[i]})

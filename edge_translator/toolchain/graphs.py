@@ -1,12 +1,17 @@
 """Build the bundle's two ONNX graphs directly from Marian weights.
 
 The encoder graph runs once per batch of sources and returns the hidden states and every
-decoder layer's cross-attention K/V. The decoder graph runs one step (or a few tokens): it
-takes self-attention K/V of any length, zero included, so the first step needs no second
-graph, and returns the logits and the grown K/V.
+decoder layer's cross-attention K/V. The decoder graph runs one step (or a few tokens) for
+rows that may each be at a different position: self-attention is ``GroupQueryAttention``
+over a cache of fixed capacity, with each row's cached length an input (``past_lengths``),
+zero included, so the first step needs no second graph. Bound to the same memory as the
+past, the presents are the cache itself, the new positions written in place; nothing else
+of the cache is copied. Bundles exported before this have a decoder whose
+``MultiHeadAttention`` returns the past with the new position appended (one length for all
+rows); :func:`build_decoder` still writes it with ``ragged=False``, and the runtime runs both.
 
-The graphs use ONNX Runtime's fused CPU operators (``MultiHeadAttention`` with the K/V
-cache, ``SkipLayerNormalization``, ``DynamicQuantizeMatMul`` or ``MatMulNBits``), so a
+The graphs use ONNX Runtime's fused CPU operators (``MultiHeadAttention``,
+``GroupQueryAttention``, ``SkipLayerNormalization``, ``DynamicQuantizeMatMul`` or ``MatMulNBits``), so a
 decoder step of the full opus-mt-en-zh shape runs about 110 nodes; int8r adds four small
 per-row quantization nodes before each ``MatMulIntegerToFloat`` (300 nodes). Writing the graphs ourselves, rather
 than tracing PyTorch, also lets every weight be stored once: both graphs point into one ``weights.bin``, where identical tensors share bytes, and
@@ -52,9 +57,9 @@ def encoder_io(layers: int) -> tuple[list[str], list[str]]:
     return ["input_ids", "attention_mask"], outputs
 
 
-def decoder_io(layers: int) -> tuple[list[str], list[str]]:
-    """Input and output names of the decoder graph."""
-    inputs = ["input_ids", "encoder_attention_mask"]
+def decoder_io(layers: int, ragged: bool = True) -> tuple[list[str], list[str]]:
+    """Input and output names of the decoder graph (see :func:`build_decoder` for ``ragged``)."""
+    inputs = ["input_ids", "encoder_attention_mask"] + (["past_lengths"] if ragged else [])
     inputs += [f"past_key.{i}" for i in range(layers)] + [f"past_value.{i}" for i in range(layers)]
     inputs += [f"cross_key.{i}" for i in range(layers)] + [f"cross_value.{i}" for i in range(layers)]
     outputs = ["logits"]
@@ -345,6 +350,25 @@ class GraphBuilder:
         return self.op("MultiHeadAttention", inputs, name=name, domain=MS_DOMAIN,
                        outputs=3 if past else 1, num_heads=heads, scale=1.0)
 
+    def gqa(self, q: str, k: str, v: str, heads: int, past: tuple[str, str], lengths: str, total: str,
+            name: str) -> list[str]:
+        """ONNX Runtime's GroupQueryAttention as causal self-attention over a K/V cache that
+        each row fills to its own length; returns ``(output, present_key, present_value)``.
+
+        Args:
+            q, k, v: The new positions' queries, keys and values [B, T, D] (scale folded into q).
+            past: Past (key, value) [B, H, capacity, Dh]: row b's first ``lengths[b] - T + 1``
+                positions hold its cache. Bound to the same memory as the presents, the new
+                keys and values are written into it in place.
+            lengths: [B] int32: each row's last position (its cached length + T - 1).
+            total: 0-d int32: the longest row's cached length + T.
+
+        Each row's scores, softmax and weighted sum run over its own positions only, so a
+        row's result cannot depend on how long its batch-mates are.
+        """
+        return self.op("GroupQueryAttention", [q, k, v, *past, lengths, total], name=name, domain=MS_DOMAIN,
+                       outputs=3, num_heads=heads, kv_num_heads=heads, scale=1.0)
+
     def pad_source(self, x: str, name: str) -> str:
         """Zero-pad the source axis (2) of cross-attention K or V [B, H, S, Dh] to a multiple of
         :data:`SOURCE_ALIGN`.
@@ -499,8 +523,18 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
 
 
 def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool = False,
-                  output_ids: np.ndarray | None = None) -> GraphBuilder:
-    """The decoder step graph: new ids, past K/V (any length), cross K/V → logits, present K/V."""
+                  output_ids: np.ndarray | None = None, ragged: bool = True) -> GraphBuilder:
+    """The decoder step graph: new ids, past K/V, cross K/V → logits, present K/V.
+
+    Args:
+        ragged: Self-attention is ``GroupQueryAttention`` over a cache of fixed capacity
+            that each row fills to its own length (input ``past_lengths`` [B] int32): the
+            new keys and values are written into the past's memory when the presents are
+            bound to it, so a step copies no cache, and rows of a batch may be at different
+            positions. ``False``: the graphs of earlier bundles, ``MultiHeadAttention``
+            whose present is the past (of any length, the same for every row) with the new
+            position appended.
+    """
     from onnx import TensorProto
 
     s = w.shape
@@ -508,16 +542,35 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
     g = GraphBuilder("decoder", quant)
     g.inputs = [_value("input_ids", TensorProto.INT64, ["batch", "new_length"]),
                 _value("encoder_attention_mask", TensorProto.INT64, ["batch", "source_length"])]
+    if ragged:
+        g.inputs.append(_value("past_lengths", TensorProto.INT32, ["batch"]))
     for kind in ("key", "value"):
-        g.inputs += [_value(f"past_{kind}.{i}", TensorProto.FLOAT, ["batch", heads, "past_length", hd])
+        g.inputs += [_value(f"past_{kind}.{i}", TensorProto.FLOAT,
+                            ["batch", heads, "cache_capacity" if ragged else "past_length", hd])
                      for i in range(n)]
     for kind in ("key", "value"):
         g.inputs += [_value(f"cross_{kind}.{i}", TensorProto.FLOAT, cross_dims(quant, heads, hd))
                      for i in range(n)]
     embedded = g.embedding("input_ids", w.decoder_embed, s.embed_scale, "decoder.embed_tokens")
-    past = g.dim("past_key.0", 2, "decoder.past_length")
-    new = g.dim("input_ids", 1, "decoder.new_length")
-    new_pos, pos = g.positions(w.decoder_positions, past, new, "decoder.embed_positions")
+    if ragged:
+        new = g.dim("input_ids", 1, "decoder.new_length")
+        # row b's new tokens sit at positions past_lengths[b] .. past_lengths[b] + T - 1
+        steps = g.op("Range", [g.ints("c.zero_i", 0), new, g.ints("c.one_i", 1)], name="decoder.steps")
+        starts = g.op("Cast", ["past_lengths"], name="decoder.starts", to=TensorProto.INT64)
+        position_ids = g.op("Add", [g.op("Unsqueeze", [starts, g.ints("c.axis1", [1])], name="decoder.starts_1"),
+                                    g.op("Unsqueeze", [steps, g.ints("c.axis0", [0])], name="decoder.steps_1")],
+                            name="decoder.position_ids")
+        pos = g.op("Gather", [g.const("decoder.embed_positions", w.decoder_positions), position_ids],
+                   name="decoder.embed_positions.gather")
+        new_32 = g.op("Cast", [new], name="decoder.new_length_32", to=TensorProto.INT32)
+        last = g.op("Add", ["past_lengths", g.op("Sub", [new_32, g.const("c.one_32", np.int32(1))],
+                                                  name="decoder.new_minus_1")], name="decoder.last_positions")
+        total = g.op("Add", [g.op("ReduceMax", ["past_lengths"], name="decoder.longest_past", keepdims=0), new_32],
+                     name="decoder.total_length")
+    else:
+        past = g.dim("past_key.0", 2, "decoder.past_length")
+        new = g.dim("input_ids", 1, "decoder.new_length")
+        new_pos, pos = g.positions(w.decoder_positions, past, new, "decoder.embed_positions")
     h = g.op("Add", [embedded, pos], name="decoder.embed_add")
     cross_mask = g.op("Cast", ["encoder_attention_mask"], name="decoder.cross_mask", to=TensorProto.INT32)
     if invariant_attention(quant):
@@ -528,23 +581,27 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
                                                                   name="decoder.source_extra_1")],
                     name="decoder.mask_pads", axis=0)
         cross_mask = g.op("Pad", [cross_mask, pads], name="decoder.cross_mask_aligned")
-    # Causal bias [1, 1, T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
-    query_pos = g.op("Unsqueeze", [new_pos, g.ints("c.axis1", [1])],
-                     name="decoder.causal.q")
-    total = g.op("Add", [past, new], name="decoder.total_length")
-    key_pos = g.op("Range", [g.ints("c.zero_i", 0), total, g.ints("c.one_i", 1)], name="decoder.causal.k")
-    allowed = g.op("LessOrEqual", [key_pos, query_pos], name="decoder.causal.allowed")
-    causal = g.op("Where", [allowed, g.scalar("c.zero", 0.0), g.scalar("c.neg_inf", NEG_INF)],
-                  name="decoder.causal_where")
-    causal = g.op("Unsqueeze", [causal, g.ints("c.axes01", [0, 1])], name="decoder.causal_bias")
+    if not ragged:
+        # Causal bias [1, 1, T, P+T]: new token t (at position P+t) sees key j when j <= P+t.
+        query_pos = g.op("Unsqueeze", [new_pos, g.ints("c.axis1", [1])],
+                         name="decoder.causal.q")
+        total = g.op("Add", [past, new], name="decoder.total_length")
+        key_pos = g.op("Range", [g.ints("c.zero_i", 0), total, g.ints("c.one_i", 1)], name="decoder.causal.k")
+        allowed = g.op("LessOrEqual", [key_pos, query_pos], name="decoder.causal.allowed")
+        causal = g.op("Where", [allowed, g.scalar("c.zero", 0.0), g.scalar("c.neg_inf", NEG_INF)],
+                      name="decoder.causal_where")
+        causal = g.op("Unsqueeze", [causal, g.ints("c.axes01", [0, 1])], name="decoder.causal_bias")
     presents = {"key": [], "value": []}
     for i, layer in enumerate(w.decoder_layers):
         p = f"decoder.layers.{i}"
         qkv_w, qkv_b = _qkv(layer, "sa_", hd ** -0.5, "qkv")
         qkv = g.linear(h, qkv_w, qkv_b, f"{p}.self_attn.qkv")
         q, k_new, v_new = g.split_last(qkv, 3, s.d_model, f"{p}.self_attn.split")
-        attn, k, v = g.mha(q, k_new, v_new, heads, f"{p}.self_attn", bias=causal,
-                           past=(f"past_key.{i}", f"past_value.{i}"))
+        past_kv = (f"past_key.{i}", f"past_value.{i}")
+        if ragged:
+            attn, k, v = g.gqa(q, k_new, v_new, heads, past_kv, last, total, f"{p}.self_attn")
+        else:
+            attn, k, v = g.mha(q, k_new, v_new, heads, f"{p}.self_attn", bias=causal, past=past_kv)
         presents["key"].append(k)
         presents["value"].append(v)
         attn = g.linear(attn, layer["sa_o_w"], layer["sa_o_b"], f"{p}.self_attn.out")
@@ -565,7 +622,7 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         for i, tensor in enumerate(presents[kind]):
             g.rename(tensor, f"present_{kind}.{i}")
             g.outputs.append(_value(f"present_{kind}.{i}", TensorProto.FLOAT,
-                                    ["batch", heads, "total_length", hd]))
+                                    ["batch", heads, "present_length", hd]))
     return g
 
 
@@ -643,7 +700,8 @@ class WrittenGraphs:
 
 
 def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_file: str = "weights.bin",
-                 untie_output: bool = False, output_ids: np.ndarray | None = None) -> WrittenGraphs:
+                 untie_output: bool = False, output_ids: np.ndarray | None = None,
+                 ragged: bool = True) -> WrittenGraphs:
     """Build both graphs and write ``encoder.onnx``, ``decoder.onnx`` and the shared weights.
 
     Args:
@@ -653,6 +711,8 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
         weights_file: Name of the shared external-data file.
         untie_output: Give the output projection its own weight (see :func:`_output_projection`).
         output_ids: Restrict the logits to these vocabulary ids (see :func:`_output_projection`).
+        ragged: The decoder's self-attention (see :func:`build_decoder`); ``False`` writes
+            the decoder of bundles exported before ``GroupQueryAttention``.
     """
     import onnx
 
@@ -661,7 +721,7 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
     files, quantized = {}, []
     try:
         for name, graph in (("encoder", build_encoder(w, build_quant)),
-                            ("decoder", build_decoder(w, build_quant, untie_output, output_ids))):
+                            ("decoder", build_decoder(w, build_quant, untie_output, output_ids, ragged))):
             model = graph.model(shared, weights_file, f"edge-translator {name} for {w.shape.d_model}-d Marian")
             path = out / f"{name}.onnx"
             onnx.save_model(model, str(path))
