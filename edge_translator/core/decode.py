@@ -168,18 +168,24 @@ class Seq2Seq:
     def step(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
              cross_k: list, cross_v: list) -> tuple[np.ndarray, list, list]:
         """Run the decoder on new tokens [B, T]; return logits [B, T, V] and the grown K/V."""
+        feed = self.decoder_feed(tokens, mask, past_k, past_v, cross_k, cross_v)
+        names = (["logits"] + [f"present_key.{i}" for i in range(self.layers)]
+                 + [f"present_value.{i}" for i in range(self.layers)])
+        out = self.decoder.run(names, feed, *self._run_args())
+        return out[0], out[1: 1 + self.layers], out[1 + self.layers:]
+
+    def decoder_feed(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
+                     cross_k: list, cross_v: list) -> dict[str, np.ndarray]:
+        """The decoder's inputs for :meth:`step`: every row's past is the whole array given."""
         feed = {"input_ids": tokens, "encoder_attention_mask": mask}
-        if self.ragged:  # every row's past is the whole array given
+        if self.ragged:
             feed["past_lengths"] = np.full(len(tokens), past_k[0].shape[2], np.int32)
         for i in range(self.layers):
             feed[f"past_key.{i}"] = past_k[i]
             feed[f"past_value.{i}"] = past_v[i]
             feed[f"cross_key.{i}"] = cross_k[i]
             feed[f"cross_value.{i}"] = cross_v[i]
-        names = (["logits"] + [f"present_key.{i}" for i in range(self.layers)]
-                 + [f"present_value.{i}" for i in range(self.layers)])
-        out = self.decoder.run(names, feed, *self._run_args())
-        return out[0], out[1: 1 + self.layers], out[1 + self.layers:]
+        return feed
 
     def _run_args(self) -> tuple:
         return () if self.run_options is None else (self.run_options,)

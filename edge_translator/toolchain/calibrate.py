@@ -59,13 +59,7 @@ def calibration_feeds(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sent
         past_k, past_v = model.empty_cache(len(sources)), model.empty_cache(len(sources))
         tokens = np.full((len(sources), 1), model.bundle.decoder_start_id, np.int64)
         for _ in range(steps):
-            feed = {"input_ids": tokens, "encoder_attention_mask": mask}
-            if model.ragged:
-                feed["past_lengths"] = np.full(len(sources), past_k[0].shape[2], np.int32)
-            for i in range(model.layers):
-                feed.update({f"past_key.{i}": past_k[i], f"past_value.{i}": past_v[i],
-                             f"cross_key.{i}": cross_k[i], f"cross_value.{i}": cross_v[i]})
-            decoder_feeds.append(feed)
+            decoder_feeds.append(model.decoder_feed(tokens, mask, past_k, past_v, cross_k, cross_v))
             logits, past_k, past_v = model.step(tokens, mask, past_k, past_v, cross_k, cross_v)
             tokens = model.next_tokens(logits[:, -1]).reshape(-1, 1).astype(np.int64)
     return encoder_feeds, decoder_feeds
