@@ -544,8 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--cors-origin", metavar="ORIGIN", help="let browser pages from ORIGIN ('*': any) call the API "
                     "(default: no CORS headers)")
     sv.add_argument("--lean-memory", action="store_true",
-                    help="give memory back after every step: less than half the RSS, half the throughput "
-                    "under many clients (for boards short of memory and light traffic)")
+                    help="no ONNX Runtime arena at all (the default keeps memory steady with the decoder's "
+                    "arena): less RSS, less throughput under many clients (for boards short of memory)")
     sv.add_argument("--drain-timeout", type=float, default=30.0, metavar="SECONDS",
                     help="after SIGTERM, most seconds to finish the requests in flight (default 30)")
     sv.set_defaults(func=cmd_serve)

@@ -82,6 +82,7 @@ def _check_load(load, soak):
     assert rss["seconds"] >= load["options"]["soak_seconds"] and len(rss["samples"]) >= 3
     assert 10 < rss["loaded_mb"] and 10 < rss["start_mb"] <= rss["peak_mb"] and rss["end_mb"] <= rss["peak_mb"]
     assert rss["slope_mb_per_min"] is not None and rss["interactive_sentences"] > 0 and rss["bulk_sentences"] >= 0
+    assert rss["memory"] == "steady" and max(rss["peak_per_min"]) == rss["peak_mb"]  # what long-running front ends use
 
 
 def test_bench_load_updates_only_its_section(tmp_path):

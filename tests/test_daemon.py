@@ -546,15 +546,6 @@ def test_html_documents_share_one_deadline_and_repeated_pieces_are_decoded_once(
         assert time.monotonic() - started < 4  # one deadline for the request, not one per document
 
 
-def test_lean_memory_sets_glibc_thresholds():
-    """The daemon's malloc settings apply where glibc is (this test's Linux)."""
-    import platform
-
-    from edge_translator.daemon.server import _lean_malloc
-
-    assert _lean_malloc() is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
-
-
 def test_the_watchdog_sleeps_while_nothing_is_in_flight():
     from edge_translator.daemon.service import Watchdog
 

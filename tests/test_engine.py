@@ -325,12 +325,16 @@ def test_memory_modes_give_the_same_translations(tiny_fp32):
     bundle = load_bundle(tiny_fp32)
     text = " ".join(english_sentences(4, seed=41))
     outputs = {}
-    for memory in ("arena", "shrink", "none"):
+    for memory in ("arena", "steady", "shrink", "none"):
         model = Seq2Seq.load(bundle, threads=1, memory=memory)
         assert (model.run_options is not None) == (memory == "shrink")
+        # "steady": only the encoder's arena gives back after each call; the decoder keeps its own
+        assert (model.encoder_run_options is not None) == (memory in ("steady", "shrink"))
+        if model.encoder_run_options is not None:
+            assert model.encoder_run_options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
         with Translator.load(tiny_fp32, threads=1, cache=None, memory=memory) as translator:
             outputs[memory] = [r.ids for r in translator.translate_iter(text)]
-    assert outputs["arena"] == outputs["shrink"] == outputs["none"]
+    assert outputs["arena"] == outputs["steady"] == outputs["shrink"] == outputs["none"]
     with pytest.raises(ValueError, match="memory must be one of"):
         Seq2Seq.load(bundle, memory="tight")
 

@@ -9,7 +9,8 @@ import pytest
 
 from edge_translator.core.bundle import load_bundle
 from edge_translator.core.decode import GreedyBatch, Seq2Seq
-from edge_translator.core.kvcache import BoundDecoder, BufferPool, KVBuffers, SharedKV, mapped
+from edge_translator.core.kvcache import (SOURCE_ALIGN, BoundDecoder, BufferPool, KVBuffers, SharedKV, cross_alignment,
+                                         encode_bound, mapped)
 from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
@@ -170,15 +171,57 @@ def graph_parts(request, fp32_parts):
     return bundle, tokenizer, model
 
 
-def test_bound_decoder_computes_what_the_plain_calls_compute(graph_parts):
+@pytest.mark.parametrize("rows, seed", [(1, 3), (4, 8), (13, 21)])
+def test_encode_bound_writes_exactly_what_the_encoder_returns(graph_parts, rows, seed):
+    """Batches of several sizes and source lengths: the cross K/V written into the pool's
+    buffer are the encoder's own outputs, value for value, in one array a batch."""
+    _, _, model = graph_parts
+    assert model.binds_encoder  # what greedy batches of real sessions use
+    ids, mask = model.pad(_sources(graph_parts, rows, seed))
+    expected_k, expected_v = model.encode(ids, mask)
+    aligned = -(-ids.shape[1] // model.cross_align) * model.cross_align
+    pool = BufferPool(spares=2)
+    spare = pool.take(2 * model.layers * expected_k[0].size + 100)
+    spare[:] = np.nan  # whatever was there before must all be overwritten
+    pool.give(spare)
+    buffer, cross_k, cross_v = encode_bound(model.encoder, ids, mask, model.layers, model.heads, model.head_dim,
+                                            model.cross_align, pool=pool)
+    assert buffer is spare and pool.spare_bytes == 0
+    assert len(cross_k) == len(cross_v) == model.layers
+    for mine, theirs in zip(cross_k + cross_v, expected_k + expected_v):
+        assert mine.shape == theirs.shape == (rows, model.heads, aligned, model.head_dim)
+        np.testing.assert_array_equal(mine, theirs)
+        assert np.shares_memory(mine, buffer)
+
+
+def test_bound_decoder_refuses_a_cross_buffer_its_views_are_not_from(fp32_parts):
+    _, _, model = fp32_parts
+    ids, mask = model.pad(_sources(fp32_parts, 2, 4))
+    buffer, cross_k, cross_v = encode_bound(model.encoder, ids, mask, model.layers, model.heads, model.head_dim,
+                                    model.cross_align)
+    copies_k, copies_v = model.encode(ids, mask)
+    with pytest.raises(ValueError, match="views of cross_buffer"):
+        BoundDecoder(model.decoder, copies_k, copies_v, mask, model.logits_width, cross_buffer=buffer)
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["copied", "encoded-in-place"])
+def test_bound_decoder_computes_what_the_plain_calls_compute(graph_parts, encoded):
     """Step by step, over capacity growth and rows leaving, the logits and the K/V are the
-    plain ``Seq2Seq.step``'s, fed the same tokens."""
+    plain ``Seq2Seq.step``'s, fed the same tokens, whether the cross K/V were copied in or
+    written there by the encoder."""
     bundle, _, model = graph_parts
     sources = _sources(graph_parts, 5, 11)
     ids, mask = model.pad(sources)
     cross_k, cross_v = model.encode(ids, mask)
-    bound = BoundDecoder(model.decoder, cross_k, cross_v, mask, model.logits_width, capacity=2,
-                         ragged=model.ragged)
+    if encoded:
+        buffer, own_k, own_v = encode_bound(model.encoder, ids, mask, model.layers, model.heads, model.head_dim,
+                                    model.cross_align)
+        bound = BoundDecoder(model.decoder, own_k, own_v, mask, model.logits_width, capacity=2,
+                             ragged=model.ragged, cross_buffer=buffer)
+        del own_k, own_v
+    else:
+        bound = BoundDecoder(model.decoder, cross_k, cross_v, mask, model.logits_width, capacity=2,
+                             ragged=model.ragged)
     past_k, past_v = model.empty_cache(len(sources)), model.empty_cache(len(sources))
     tokens = np.full((len(sources), 1), bundle.decoder_start_id, np.int64)
     for step in range(10):
@@ -203,7 +246,7 @@ def test_greedy_batches_decode_the_same_with_and_without_binding(graph_parts, ti
     bundle, _, model = graph_parts
     assert model.binds  # real sessions take the bound path
     plain = copy.copy(model)
-    plain.binds = False
+    plain.binds = plain.binds_encoder = False
     sources = _sources(graph_parts, 24, 5)
     limits = [4 + (7 * k) % 40 for k in range(len(sources))]  # rows stop at many different steps
     bound_out = model.greedy_all(sources, limits)
@@ -268,3 +311,67 @@ def test_buffer_pool_hands_out_the_smallest_fit_and_keeps_the_largest_spares():
     assert pool.take(50) is large
     fresh = pool.take(50)
     assert fresh is not middle and fresh is not large and len(fresh) >= 50
+
+
+def test_buffer_pool_lets_spares_go_that_no_batch_took_in_time():
+    """A spare kept for a rare large batch must not hold its memory for good: it goes when
+    it has not been taken within ``max_age_s``, while one given back again stays."""
+    now = [100.0]
+    pool = BufferPool(spares=3, max_age_s=2.0, clock=lambda: now[0])
+    rare, usual = pool.take(5000), pool.take(100)
+    pool.give(rare)
+    pool.give(usual)
+    for _ in range(4):  # the usual batches come and go; the rare buffer is never asked for
+        now[0] += 0.9
+        assert pool.take(100) is usual
+        pool.give(usual)
+    assert pool.spare_bytes == len(usual) * 4  # 3.6 s on, the rare one went
+    ref = weakref.ref(_mapping(rare))
+    del rare
+    gc.collect()
+    assert ref() is None  # unmapped
+    now[0] += 2.5
+    fresh = pool.take(100)
+    assert fresh is not usual and pool.spare_bytes == 0  # too old to lend as well
+    with pytest.raises(ValueError, match="must not be negative"):
+        BufferPool(max_age_s=-1)
+
+
+def test_a_large_spare_lent_for_a_small_batch_gives_its_tail_pages_back():
+    """Lent for fewer values than it holds, a spare keeps only the pages those values need;
+    the rest are handed back to the system (they read as zeros until written again)."""
+    import mmap
+
+    pool = BufferPool(spares=1)
+    large = pool.take(1 << 20)
+    large[:] = 1.0
+    pool.give(large)
+    lent = pool.take(1000)
+    assert lent is large
+    kept = -(-1000 * 4 // mmap.PAGESIZE) * mmap.PAGESIZE // 4  # whole pages
+    assert lent[:kept].min() == 1.0 and not lent[kept:].any()
+    lent[kept:] = 2.0  # still a writable buffer of its whole length
+    assert lent[-1] == 2.0
+
+
+class _Outputs:
+    """Just enough of a session to name its outputs' axes."""
+
+    def __init__(self, *axes):
+        self.axes = axes
+
+    def get_outputs(self):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name="last_hidden_state", shape=["batch", "source_length", 8])] + [
+            SimpleNamespace(name=f"cross_key.{k}", shape=["batch", 2, axis, 4]) for k, axis in enumerate(self.axes)]
+
+
+def test_cross_alignment_is_read_from_the_encoder_outputs_axis_names(fp32_parts):
+    assert cross_alignment(_Outputs("source_length", "source_length")) == 1
+    assert cross_alignment(_Outputs("aligned_source_length")) == SOURCE_ALIGN
+    # a graph written otherwise: its output shapes are not known before the call, so no binding
+    assert cross_alignment(_Outputs("s")) is None
+    assert cross_alignment(_Outputs("source_length", "aligned_source_length")) is None
+    assert cross_alignment(_Outputs(7)) is None
+    assert fp32_parts[2].cross_align == 1  # an FP32 export pads nothing; int8r pads (test_encode_bound above)

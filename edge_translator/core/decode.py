@@ -20,14 +20,16 @@ import numpy as np
 from .bundle import Bundle
 from .cpu import check_runtime
 from .errors import BundleError
-from .kvcache import BoundDecoder, BufferPool
+from .kvcache import BoundDecoder, BufferPool, cross_alignment, encode_bound
 from .logsoftmax import open_log_softmax
-from .sessions import create_session, onnxruntime
+from .sessions import create_session, lean_malloc, onnxruntime
 
 logger = logging.getLogger(__name__)
 
 #: How ONNX Runtime holds memory between calls (see :meth:`Seq2Seq.load`).
-MEMORY_MODES = ("arena", "shrink", "none")
+MEMORY_MODES = ("arena", "steady", "shrink", "none")
+#: The run option that makes an arena give back, when a call ends, what it no longer uses.
+SHRINK_ARENA = "memory.enable_memory_arena_shrinkage"
 
 #: Why a row stopped: it produced ``</s>``, reached its length limit, or looped.
 EOS, LENGTH, REPETITION = "eos", "length", "repetition"
@@ -90,6 +92,8 @@ class Seq2Seq:
         self.bundle = bundle
         self.run_options = None
         """``onnxruntime.RunOptions`` passed to every call, or ``None``."""
+        self.encoder_run_options = None
+        """``onnxruntime.RunOptions`` of the encoder's calls, or ``None``."""
         self.layers = bundle.num_layers
         self.heads = bundle.num_heads
         self.head_dim = bundle.head_dim
@@ -108,6 +112,13 @@ class Seq2Seq:
         self.binds = hasattr(decoder, "io_binding")
         """Whether greedy batches run the decoder through IO binding over their own memory
         (:class:`.kvcache.BoundDecoder`); sessions without it (test fakes) are fed by ``run``."""
+        self.cross_align = cross_alignment(encoder) if hasattr(encoder, "get_outputs") else None
+        """The encoder's cross K/V hold the source length rounded up to a multiple of this."""
+        self.binds_encoder = self.binds and self.cross_align is not None and hasattr(encoder, "io_binding") and all(
+            o.type == "tensor(float)" for o in encoder.get_outputs() if o.name.startswith("cross_"))
+        """Whether greedy batches have the encoder write its cross K/V into their own memory
+        (:func:`.kvcache.encode_bound`): real sessions whose cross K/V are float32, of a
+        shape known before the call."""
         self.buffers = BufferPool()
         """The mapped buffers finished greedy batches left for the next ones."""
         self._check_io()
@@ -121,8 +132,14 @@ class Seq2Seq:
             threads: Intra-op threads (physical cores by default).
             spin: See :func:`.sessions.session_options`.
             memory: ``"arena"``: ONNX Runtime keeps the largest buffers any call needed
-                (fastest); ``"shrink"``: the arena gives back what a call no longer uses when
-                it ends, for long-running processes; ``"none"``: no arena.
+                (fastest). ``"steady"``, for long-running processes (the daemon, the desktop
+                app, document jobs): the decoder keeps its arena (its steps need the same
+                buffers again and again), the encoder's gives back what a call used when it
+                ends (its intermediates grow with the batch and the source length, and an
+                arena keeps the largest it ever had), and :func:`.sessions.lean_malloc`
+                makes what is freed leave the process (the whole process's malloc settings).
+                ``"shrink"``: every arena gives back what a call no longer uses when it
+                ends; ``"none"``: no arena (with :func:`.sessions.lean_malloc` too).
 
         Warns (one line) when the bundle's weight scheme is slow on this CPU, and refuses one
         that needs a newer ONNX Runtime (see :func:`.cpu.check_runtime`).
@@ -136,10 +153,15 @@ class Seq2Seq:
         model = cls(create_session(bundle.file(bundle.encoder.file), threads, spin, arena),
                     create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle,
                     open_log_softmax(spin, arena))
-        if memory == "shrink":
+        if memory in ("steady", "none"):
+            lean_malloc()
+        if memory in ("steady", "shrink"):
             ort = onnxruntime()
-            model.run_options = ort.RunOptions()
-            model.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+            shrink = ort.RunOptions()
+            shrink.add_run_config_entry(SHRINK_ARENA, "cpu:0")
+            model.encoder_run_options = shrink
+            if memory == "shrink":
+                model.run_options = shrink
         return model
 
     def release_buffers(self) -> None:
@@ -162,7 +184,8 @@ class Seq2Seq:
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[list, list]:
         """Run the encoder; return per-layer cross K and cross V, each [B, H, S, Dh]."""
         names = [f"cross_key.{i}" for i in range(self.layers)] + [f"cross_value.{i}" for i in range(self.layers)]
-        out = self.encoder.run(names, {"input_ids": input_ids, "attention_mask": attention_mask}, *self._run_args())
+        out = self.encoder.run(names, {"input_ids": input_ids, "attention_mask": attention_mask},
+                               *self._run_args(self.encoder_run_options))
         return out[: self.layers], out[self.layers:]
 
     def step(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
@@ -187,8 +210,9 @@ class Seq2Seq:
             feed[f"cross_value.{i}"] = cross_v[i]
         return feed
 
-    def _run_args(self) -> tuple:
-        return () if self.run_options is None else (self.run_options,)
+    def _run_args(self, options=None) -> tuple:
+        options = options if options is not None else self.run_options
+        return () if options is None else (options,)
 
     def empty_cache(self, batch: int) -> list[np.ndarray]:
         """Self-attention K or V of length zero, one per layer."""
@@ -397,13 +421,20 @@ class GreedyBatch:
     def _start(self) -> None:
         model = self.model
         input_ids, self.mask = model.pad(self.sources)
-        self.cross_k, self.cross_v = model.encode(input_ids, self.mask)
         batch = len(self.sources)
+        buffer = None
+        if self.use_cache and model.binds and model.binds_encoder:  # the cross K/V go straight into its memory
+            buffer, self.cross_k, self.cross_v = encode_bound(model.encoder, input_ids, self.mask, model.layers,
+                                                              model.heads, model.head_dim, model.cross_align,
+                                                              model.encoder_run_options or model.run_options,
+                                                              model.buffers)
+        else:
+            self.cross_k, self.cross_v = model.encode(input_ids, self.mask)
         if self.use_cache and model.binds and self.cross_k[0].dtype == np.float32:  # what the buffers hold
-            # The batch's memory is its own from here; the encoder's outputs go back to the arena.
+            # The batch's memory is its own from here (the encoder's outputs, if it made any, go back to the arena).
             self._bound = BoundDecoder(model.decoder, self.cross_k, self.cross_v, self.mask, model.logits_width,
                                        model.run_options, model.buffers, normalizer=model.normalizer,
-                                       ragged=model.ragged)
+                                       ragged=model.ragged, cross_buffer=buffer)
             self.cross_k = self.cross_v = self.past_k = self.past_v = []
         else:
             self.past_k, self.past_v = model.empty_cache(batch), model.empty_cache(batch)

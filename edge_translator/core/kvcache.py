@@ -6,7 +6,9 @@ the arena was full of long-lived pieces of every size; freed pieces no longer fi
 requests and the arena kept growing under a steady load (#9's soak: 7-11 MB a minute after
 warm-up, in steps). Here a batch keeps all of that in anonymous memory mappings of its own:
 the decoder reads the past from one buffer and writes the present into the other through
-IO binding, and the two swap at each step. The arena then only holds what one call needs.
+IO binding, and the two swap at each step. The encoder writes the cross K/V straight into
+the batch's mapping too (:func:`encode_bound`), so nothing is copied. The arena then only
+holds what one call needs.
 
 With a ragged decoder graph (``GroupQueryAttention``, bundles exported since it) the cache is
 one buffer per batch (:class:`SharedKV`) that the decoder reads and writes in place, each row
@@ -19,14 +21,17 @@ decoding time of a batch of 64 on a virtual machine) and unmaps the rest. Whole 
 do not fragment: memory is bounded by the work in hand plus the pool's spares. Measured
 (AMD EPYC, bench-load's 10-minute soak, full shape): RSS now rises and falls with the
 batches in flight (750-1080 MB after warm-up) instead of in steps, but its peaks still
-crept up. Lending a spare only for requests of at least half its size changed nothing
-measurable (peak 1068 MB, end 936).
+crept up: the pool kept the largest buffers it had ever seen and lent them, fully
+resident, to smaller batches. Now spares go after :data:`SPARE_AGE_S` untaken, and a spare
+lent for fewer values hands back the pages past them (with ``memory="steady"``, 5-minute
+soak: peak 455 MB, no upward trend, against 906 MB rising 11 MB/min).
 """
 
 from __future__ import annotations
 
 import mmap
 import threading
+import time
 
 import numpy as np
 
@@ -38,10 +43,19 @@ from .logsoftmax import INPUT, OUTPUT
 #: copies anyway.
 INITIAL_CAPACITY = 64
 
+#: The batch-invariant graphs (int8r, q8, q4) pad the source axis of the cross-attention
+#: K/V to a multiple of this; their encoder names that output axis :data:`ALIGNED_SOURCE`,
+#: the others :data:`PLAIN_SOURCE` (the export writes these names, the runtime reads them).
+SOURCE_ALIGN = 16
+ALIGNED_SOURCE, PLAIN_SOURCE = "aligned_source_length", "source_length"
+
 #: Buffers a pool keeps for later batches (one greedy batch takes four: its K/V, the cross
 #: K/V, the logits and their log-softmax; five with an earlier bundle's decoder, whose K/V
 #: take two); the smallest are unmapped first.
 SPARE_BUFFERS = 5
+
+#: Seconds a spare is kept for a later batch after it came back (see :class:`BufferPool`).
+SPARE_AGE_S = 2.0
 
 
 def mapped(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
@@ -59,32 +73,61 @@ def mapped(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
     return np.frombuffer(buffer, dtype, count=count).reshape(shape)
 
 
+def _drop_pages(buffer: np.ndarray, keep: int) -> None:
+    """Give the system back the pages of a mapped buffer past its first ``keep`` values (they
+    read as zeros afterwards), so that a large spare lent for a small batch holds no more
+    memory than the batch uses; pages come back, zeroed, as they are written again."""
+    mapping = buffer.base
+    while isinstance(mapping, np.ndarray):
+        mapping = mapping.base
+    mapping = getattr(mapping, "obj", mapping)
+    if not isinstance(mapping, mmap.mmap) or not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    start = -(-keep * buffer.itemsize // mmap.PAGESIZE) * mmap.PAGESIZE
+    if start < len(mapping):
+        mapping.madvise(mmap.MADV_DONTNEED, start, len(mapping) - start)
+
+
 class BufferPool:
     """Flat float32 mapped buffers that finished batches gave back, for the next ones.
 
-    Thread-safe. It keeps at most ``spares`` buffers, the largest; a buffer that goes out
-    of it is unmapped as soon as nothing else holds it.
+    Thread-safe. It keeps at most ``spares`` buffers, the largest, each for at most
+    ``max_age_s`` seconds after it came back: under a steady load the next batch takes a
+    spare within milliseconds, while one kept for a rare large batch would hold its memory
+    for good (the pool kept the five largest buffers it had ever seen, so under a long
+    load it held ever more). A buffer that goes out of it is unmapped as soon as nothing
+    else holds it.
     """
 
-    def __init__(self, spares: int = SPARE_BUFFERS):
-        self.spares = spares
-        self._free: list[np.ndarray] = []
+    def __init__(self, spares: int = SPARE_BUFFERS, max_age_s: float = SPARE_AGE_S, clock=time.monotonic):
+        if spares < 0 or max_age_s < 0:
+            raise ValueError(f"spares and max_age_s must not be negative, not {spares} and {max_age_s}")
+        self.spares, self.max_age_s, self.clock = spares, max_age_s, clock
+        self._free: list[tuple[np.ndarray, float]] = []  # (buffer, when it came back), largest first
         self._lock = threading.Lock()
+
+    def _expire(self) -> None:
+        oldest = self.clock() - self.max_age_s
+        self._free = [(b, t) for b, t in self._free if t >= oldest]
 
     def take(self, count: int) -> np.ndarray:
         """A flat buffer of at least ``count`` values: the smallest spare that is big enough,
         else a new mapping. Its contents are undefined."""
         with self._lock:
-            fits = [k for k, b in enumerate(self._free) if len(b) >= count]
-            if fits:
-                return self._free.pop(min(fits, key=lambda k: len(self._free[k])))
-        return mapped((max(count, 1),))
+            self._expire()
+            fits = [k for k, (b, _) in enumerate(self._free) if len(b) >= count]
+            spare = self._free.pop(min(fits, key=lambda k: len(self._free[k][0])))[0] if fits else None
+        if spare is None:
+            return mapped((max(count, 1),))
+        _drop_pages(spare, count)
+        return spare
 
     def give(self, buffer: np.ndarray) -> None:
         """Return a buffer from :meth:`take`; the caller must hold no view of it any more."""
         with self._lock:
-            self._free.append(buffer)
-            self._free.sort(key=len, reverse=True)
+            self._expire()
+            self._free.append((buffer, self.clock()))
+            self._free.sort(key=lambda entry: len(entry[0]), reverse=True)
             del self._free[self.spares:]
 
     def clear(self) -> None:
@@ -94,9 +137,9 @@ class BufferPool:
 
     @property
     def spare_bytes(self) -> int:
-        """Bytes held for later batches."""
+        """Bytes held for later batches (spares past their age included until the next call)."""
         with self._lock:
-            return sum(b.nbytes for b in self._free)
+            return sum(b.nbytes for b, _ in self._free)
 
 
 class KVBuffers:
@@ -287,18 +330,67 @@ def _bind(binding, name: str, array: np.ndarray, output: bool = False) -> None:
     bind(name, "cpu", 0, array.dtype, array.shape, array.ctypes.data)
 
 
+def cross_alignment(encoder) -> int | None:
+    """What the encoder rounds the cross K/V's source axis up to a multiple of (1: nothing),
+    from the name of that axis in its outputs; ``None`` for a graph that names it neither way."""
+    names = {o.shape[2] if len(o.shape) == 4 else None for o in encoder.get_outputs() if o.name.startswith("cross_")}
+    return {ALIGNED_SOURCE: SOURCE_ALIGN, PLAIN_SOURCE: 1}.get(names.pop()) if len(names) == 1 else None
+
+
+def encode_bound(encoder, input_ids: np.ndarray, mask: np.ndarray, layers: int, heads: int, head_dim: int,
+                 align: int = 1, run_options=None, pool: BufferPool | None = None) -> tuple[np.ndarray, list, list]:
+    """Run the encoder with its cross K/V written straight into one buffer from ``pool``.
+
+    The encoder's largest outputs (a batch of 32 sources of 60 tokens: 94 MB on the
+    opus-mt-en-zh shape) then never pass through ONNX Runtime's arena, which kept the
+    largest such piece it was ever asked for, and the decoder copies nothing
+    (:class:`BoundDecoder` with ``cross_buffer``).
+
+    Args:
+        encoder: The encoder's ONNX Runtime session (outputs ``cross_key.i`` and
+            ``cross_value.i``, float32 ``[rows, heads, source, head_dim]``).
+        input_ids: ``[rows, source]`` int64; ``mask`` likewise.
+        align: The encoder's :func:`cross_alignment`: the K/V hold ``source`` rounded up
+            to a multiple of it.
+
+    Returns:
+        ``(buffer, cross_k, cross_v)``: the flat buffer, and per layer the keys and the
+        values, views of it that together form one ``[2 * layers, rows, heads, source,
+        head_dim]`` array (keys of layers 0..L-1, then values).
+    """
+    pool = pool if pool is not None else BufferPool(spares=0)
+    rows, source = input_ids.shape
+    shape = (2 * layers, rows, heads, -(-source // align) * align, head_dim)
+    count = int(np.prod(shape))
+    buffer = pool.take(count)
+    cross = buffer[:count].reshape(shape)
+    input_ids, mask = np.ascontiguousarray(input_ids, np.int64), np.ascontiguousarray(mask, np.int64)
+    binding = encoder.io_binding()
+    _bind(binding, "input_ids", input_ids)
+    _bind(binding, "attention_mask", mask)
+    for i in range(layers):
+        _bind(binding, f"cross_key.{i}", cross[i], output=True)
+        _bind(binding, f"cross_value.{i}", cross[layers + i], output=True)
+    try:
+        encoder.run_with_iobinding(binding, run_options)
+    except BaseException:
+        pool.give(buffer)
+        raise
+    return buffer, [cross[i] for i in range(layers)], [cross[layers + i] for i in range(layers)]
+
+
 class BoundDecoder:
     """The decoder calls of one greedy batch, through IO binding, over memory the batch owns.
 
-    It holds the batch's K/V (:class:`KVBuffers`), a copy of the encoder's cross K/V, the
-    logits buffer and, with a normaliser, a log-probabilities buffer, all mapped; the
-    encoder's own outputs can be let go as soon as it is made.
+    It holds the batch's K/V (:class:`KVBuffers`), the encoder's cross K/V (written there
+    by :func:`encode_bound`, or copied in), the logits buffer and, with a normaliser, a
+    log-probabilities buffer, all mapped.
     """
 
     def __init__(self, session, cross_k: list, cross_v: list, mask: np.ndarray, width: int,
                  run_options=None, pool: BufferPool | None = None, capacity: int = INITIAL_CAPACITY,
-                 normalizer=None, ragged: bool | None = None):
-        """Copy the cross K/V in and bind what stays the same from step to step.
+                 normalizer=None, ragged: bool | None = None, cross_buffer: np.ndarray | None = None):
+        """Take the cross K/V and bind what stays the same from step to step.
 
         Args:
             session: The decoder's ONNX Runtime session.
@@ -315,6 +407,9 @@ class BoundDecoder:
             ragged: The decoder graph takes ``past_lengths`` and writes the new K/V into the
                 past's memory (:class:`SharedKV`); ``False``: it returns a new present
                 (:class:`KVBuffers`); ``None``: whichever the session's inputs say.
+            cross_buffer: The buffer from ``pool`` that ``cross_k`` and ``cross_v`` are
+                views of, as :func:`encode_bound` returns them: this decoder takes it over
+                and copies nothing. ``None``: they are copied into a buffer of the pool.
         """
         self.session, self.run_options = session, run_options
         self.pool = pool if pool is not None else BufferPool(spares=0)
@@ -324,10 +419,18 @@ class BoundDecoder:
             ragged = any(i.name == "past_lengths" for i in session.get_inputs())
         self.ragged = ragged
         self.kv = (SharedKV if ragged else KVBuffers)(self.layers, rows, heads, head_dim, capacity, self.pool)
-        self._owned = [self.pool.take(2 * self.layers * cross_k[0].size), self.pool.take(rows * width)]
-        self.cross = self._owned[0][: 2 * self.layers * cross_k[0].size].reshape(2 * self.layers, *cross_k[0].shape)
-        for segment, values in enumerate(list(cross_k) + list(cross_v)):
-            self.cross[segment] = values
+        size = 2 * self.layers * cross_k[0].size
+        if cross_buffer is None:
+            cross_buffer = self.pool.take(size)
+            self.cross = cross_buffer[:size].reshape(2 * self.layers, *cross_k[0].shape)
+            for segment, values in enumerate(list(cross_k) + list(cross_v)):
+                self.cross[segment] = values
+        else:
+            self.cross = cross_buffer[:size].reshape(2 * self.layers, *cross_k[0].shape)
+            if cross_k[0].ctypes.data != self.cross[0].ctypes.data or \
+                    cross_v[-1].ctypes.data != self.cross[-1].ctypes.data:
+                raise ValueError("cross_k and cross_v must be the views of cross_buffer that encode_bound returns")
+        self._owned = [cross_buffer, self.pool.take(rows * width)]
         self.mask = np.ascontiguousarray(mask)
         self.logits = self._owned[1][: rows * width].reshape(rows, 1, width)
         self.normalizer = normalizer

@@ -110,3 +110,31 @@ def create_session(path: Path, threads: int | None = None, spin: bool = True, ar
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BundleError(f"{path} could not be loaded by ONNX Runtime ({reason}); copy the bundle again "
                           "or re-export it") from None
+
+
+#: glibc ``mallopt`` parameters: buffers this large go straight to mmap and back to the system
+#: when freed (glibc otherwise raises the threshold after the first frees, and large buffers then
+#: stay in the heap), and the heap's top is returned above this much free space.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+LEAN_MALLOC_BYTES = 128 * 1024
+
+
+def lean_malloc() -> bool:
+    """Fix glibc's mmap and trim thresholds for the whole process, so that large buffers
+    freed (ONNX Runtime's, numpy's) go back to the system instead of staying in the heap.
+
+    glibc raises its mmap threshold to the size of each large buffer freed (up to 32 MiB), so
+    after the first frees such buffers come from the heap, where pieces of every size then
+    keep it from shrinking. A long-running process calls this once; ``memory="steady"``
+    (:meth:`.decode.Seq2Seq.load`) does.
+
+    Returns:
+        ``False`` where there is no glibc (nothing changed), else ``True``.
+    """
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, LEAN_MALLOC_BYTES) and mallopt(M_TRIM_THRESHOLD, LEAN_MALLOC_BYTES))

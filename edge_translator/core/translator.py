@@ -224,9 +224,9 @@ class Translator:
             spin: Let ONNX Runtime's threads spin between operators (see
                 :func:`~.sessions.session_options`); a server whose other threads need
                 the cores turns it off.
-            memory: ``"arena"`` (fastest), ``"shrink"`` (give back what a call no longer
-                uses, for a long-running process) or ``"none"``; see
-                :meth:`~.decode.Seq2Seq.load`.
+            memory: ``"arena"`` (fastest; for short runs), ``"steady"`` (memory follows
+                the work in hand: for long-running processes; it sets the process's malloc
+                thresholds), ``"shrink"`` or ``"none"``; see :meth:`~.decode.Seq2Seq.load`.
 
         Raises:
             BundleError: If the bundle is missing or corrupt.

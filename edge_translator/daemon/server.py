@@ -181,6 +181,7 @@ def serve(options: ServeOptions) -> int:
     from ..core.cache import ChainedCache, LRUCache
     from ..core.errors import require
     from ..core.memory import TranslationMemory
+    from ..core.sessions import lean_malloc
     from ..core.translator import Translator
 
     require("waitress", "serve")
@@ -192,10 +193,11 @@ def serve(options: ServeOptions) -> int:
     if options.memory:
         caches.append(TranslationMemory(options.memory))
     cache = ChainedCache(*caches) if len(caches) > 1 else (caches[0] if caches else None)
-    # spinning ONNX Runtime threads would take the cores from the HTTP threads
-    lean = options.lean_memory and _lean_malloc()
+    # spinning ONNX Runtime threads would take the cores from the HTTP threads; a server runs
+    # for months, so memory follows the work in hand ("steady") or is given back at once
+    lean = lean_malloc()
     translator = Translator.load(options.model, options.threads, cache=cache, spin=False,
-                                 memory="none" if options.lean_memory else "arena")
+                                 memory="none" if options.lean_memory else "steady")
     try:
         translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait
         daemon = Daemon(options, translator)
@@ -207,7 +209,7 @@ def serve(options: ServeOptions) -> int:
         logger.info("model %s (%s) loaded and warmed in %.1f s%s", b.name, b.quantization.get("mode"),
                     time.perf_counter() - started,
                     ("; lean memory" + ("" if lean else " (no glibc here: arena off only)")) if options.lean_memory
-                    else "")
+                    else "; steady memory")
         print(f"edge-translator serving {b.name} on {daemon.url}", file=sys.stderr, flush=True)
 
         def on_signal(signum, frame) -> None:
@@ -224,24 +226,6 @@ def serve(options: ServeOptions) -> int:
         translator.close(cancel=True)
     logger.info("stopped")
     return 0
-
-
-#: glibc ``mallopt`` parameters: buffers this large go straight to mmap and back to the system
-#: when freed (glibc otherwise raises the threshold after the first frees, and large buffers then
-#: stay in the heap), and the heap's top is returned above this much free space.
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-LEAN_MALLOC_BYTES = 128 * 1024
-
-
-def _lean_malloc() -> bool:
-    """Fix glibc's mmap and trim thresholds for this process; ``False`` where there is no glibc."""
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, LEAN_MALLOC_BYTES) and mallopt(M_TRIM_THRESHOLD, LEAN_MALLOC_BYTES))
 
 
 def _url_host(host: str) -> str:

@@ -116,7 +116,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
         progress = MessagesOnly(failures_only=args.quiet or args.json)
     else:
         progress = BarProgress()
-    with Translator.load(args.model, threads=args.threads, cache=cache) as translator:
+    with Translator.load(args.model, threads=args.threads, cache=cache, memory="steady") as translator:
         if args.target and args.target not in translator.bundle.targets:
             raise ValueError(f"--target {args.target} is not offered by this model; choose one of "
                              f"{', '.join(sorted(translator.bundle.targets))}")

@@ -82,7 +82,7 @@ class ModelSession(QObject):
         and ONNX Runtime's threads are created here and inherit it, so on a machine with
         few cores the UI thread is scheduled first and never waits for a decoding step."""
         _lower_priority()
-        return Translator.load(path, threads=threads, cache=self.cache, spin=False)
+        return Translator.load(path, threads=threads, cache=self.cache, spin=False, memory="steady")
 
     def _load(self, path, threads) -> None:
         from ..core.errors import EdgeTranslatorError

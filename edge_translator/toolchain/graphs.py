@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.kvcache import ALIGNED_SOURCE, PLAIN_SOURCE, SOURCE_ALIGN
 from .marian import MarianWeights
 from .quantize import BlockQuantized, QuantizeOptions, quantize_blocks, quantize_weight
 
@@ -35,8 +36,6 @@ logger = logging.getLogger(__name__)
 OPSET = 17
 MS_DOMAIN = "com.microsoft"
 NEG_INF = -1e9
-#: The batch-invariant graphs pad the source axis of cross-attention K/V to a multiple of this.
-SOURCE_ALIGN = 16
 #: int8r activations: a row's codes are ``round(64 * x / peak)`` around a zero point of 64,
 #: so every code is in [0, 128] and a pair of products of codes and int8 weights fits in an
 #: int16 (128 * 127 * 2 = 32,512): see :meth:`GraphBuilder.row_quantize`. Powers of two, so
@@ -478,7 +477,7 @@ def invariant_attention(quant: QuantizeOptions) -> bool:
 
 def cross_dims(quant: QuantizeOptions, heads: int, head_dim: int) -> list:
     """Shape of a cross-attention K or V graph input/output."""
-    return ["batch", heads, "aligned_source_length" if invariant_attention(quant) else "source_length", head_dim]
+    return ["batch", heads, ALIGNED_SOURCE if invariant_attention(quant) else PLAIN_SOURCE, head_dim]
 
 
 def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:

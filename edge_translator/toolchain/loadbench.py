@@ -79,6 +79,9 @@ class LoadOptions:
     """Interval between RSS samples."""
     soak_warmup_s: float = 180.0
     """Samples before this are left out of the RSS slope."""
+    soak_memory: str = "steady"
+    """The soak translator's ``memory`` mode: the daemon's, the desktop app's and document
+    jobs' (``Translator.load``'s default, ``"arena"``, is for short runs)."""
 
     def __post_init__(self) -> None:
         if self.threads < 1 or not self.callers or min(self.callers) < 1:
@@ -383,9 +386,19 @@ def soak(translator: Translator, paragraphs: list[str], bulk_text: str, opts: Lo
             "start_mb": round(values[0], 1) if values else None, "peak_mb": round(max(values), 1) if values else None,
             "end_mb": round(values[-1], 1) if values else None,
             "after_warmup_mb": round(late[0][1], 1) if late else None,
-            "slope_mb_per_min": slope, "warmup_s": opts.soak_warmup_s,
+            "slope_mb_per_min": slope, "warmup_s": opts.soak_warmup_s, "memory": opts.soak_memory,
+            "peak_per_min": _peaks_per_minute(samples),
             "interactive_sentences": work["interactive"], "bulk_sentences": work["bulk"], "tokens": work["tokens"],
             "samples": [[t, round(mb, 1) if mb is not None else None] for t, mb in samples]}
+
+
+def _peaks_per_minute(samples: list[tuple[float, float | None]]) -> list[float]:
+    """The highest RSS sampled in each whole minute of the soak (a last part minute included)."""
+    minutes: dict[int, float] = {}
+    for t, mb in samples:
+        if mb is not None:
+            minutes[int(t // 60)] = max(mb, minutes.get(int(t // 60), mb))
+    return [round(minutes[m], 1) for m in sorted(minutes)]
 
 
 def soak_in_child(bundle_dir: Path, paragraphs: list[str], bulk_text: str, opts: LoadOptions) -> dict:
@@ -410,7 +423,7 @@ def _soak_child() -> None:
     opts = LoadOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in request["options"].items()})
     logging.getLogger("edge_translator.core.translator").setLevel(logging.ERROR)
     options = TranslateOptions(repetition_guard=False)
-    with Translator.load(request["bundle"], opts.threads, cache=None) as translator:
+    with Translator.load(request["bundle"], opts.threads, cache=None, memory=opts.soak_memory) as translator:
         loaded = rss_mb()
         _warm_up(translator, request["paragraphs"], options)
         result = soak(translator, request["paragraphs"], request["bulk_text"], opts, options)

@@ -105,14 +105,17 @@ def render_section(load: dict) -> list[str]:
     if not soaked:
         lines += ["Not measured in this run (`--soak-minutes 0`).", ""]
         return lines
+    peaks = soaked.get("peak_per_min")
     lines += [
-        f"In a process of its own (RSS {soaked.get('loaded_mb')} MB with the bundle loaded), "
+        f"In a process of its own (RSS {soaked.get('loaded_mb')} MB with the bundle loaded, "
+        f"`memory=\"{soaked.get('memory', 'arena')}\"`), "
         f"{soaked['callers']} interactive callers (pausing {soaked['think_s']} s between calls) and a bulk job for "
         f"{soaked['seconds'] / 60:.1f} min ({soaked['interactive_sentences']} interactive and "
         f"{soaked['bulk_sentences']} bulk sentences, {soaked['tokens']} tokens); `VmRSS` sampled every "
         f"{o['soak_sample_s']} s: start {soaked['start_mb']} MB, peak {soaked['peak_mb']} MB, end "
         f"{soaked['end_mb']} MB; after the first {soaked['warmup_s']:g} s, {soaked['after_warmup_mb']} MB and a "
-        f"slope of {soaked['slope_mb_per_min']} MB/min.",
+        f"slope of {soaked['slope_mb_per_min']} MB/min."
+        + (f" Highest RSS in each minute: {', '.join(f'{mb:g}' for mb in peaks)} MB." if peaks else ""),
         "",
     ]
     return lines
