@@ -114,11 +114,11 @@ class Seq2Seq:
         (:class:`.kvcache.BoundDecoder`); sessions without it (test fakes) are fed by ``run``."""
         self.cross_align = cross_alignment(encoder) if hasattr(encoder, "get_outputs") else None
         """The encoder's cross K/V hold the source length rounded up to a multiple of this."""
-        self.binds_encoder = self.binds and self.cross_align is not None and hasattr(encoder, "io_binding") and all(
+        self.binds_encoder = self.cross_align is not None and hasattr(encoder, "io_binding") and all(
             o.type == "tensor(float)" for o in encoder.get_outputs() if o.name.startswith("cross_"))
-        """Whether greedy batches have the encoder write its cross K/V into their own memory
-        (:func:`.kvcache.encode_bound`): real sessions whose cross K/V are float32, of a
-        shape known before the call."""
+        """Whether greedy batches that bind the decoder (:attr:`binds`) also have the encoder
+        write its cross K/V into their own memory (:func:`.kvcache.encode_bound`): real
+        sessions whose cross K/V are float32, of a shape known before the call."""
         self.buffers = BufferPool()
         """The mapped buffers finished greedy batches left for the next ones."""
         self._check_io()
