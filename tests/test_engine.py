@@ -375,3 +375,83 @@ def test_an_idle_engine_gives_its_kept_buffers_back(tiny_fp32, idle_s, released)
 def test_idle_release_must_not_be_negative():
     with pytest.raises(ValueError, match="idle_release_s"):
         EngineOptions(idle_release_s=-1)
+
+
+# -- continuous batching ---------------------------------------------------------------------------
+def _requests(parts, count, seed, limit):
+    bundle, tokenizer, _ = parts
+    target = bundle.targets["zh-Hans"].id
+    return [Request(tuple(tokenizer.encode(s, target)), limit) for s in english_sentences(count, seed=seed)]
+
+
+def _decode_while_a_batch_runs(bundle_dir, continuous: bool):
+    """A batch with one short row and three long ones; once the short one is out, a second
+    submission of two rows arrives. Returns the engine's stats and the second's outcomes."""
+    from edge_translator.core.bundle import load_bundle
+    from edge_translator.core.tokenizer import Tokenizer
+
+    bundle = load_bundle(bundle_dir)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                               bundle.pad_id)
+    parts = (bundle, tokenizer, Seq2Seq.load(bundle, threads=1))
+    engine = Engine(parts[2], EngineOptions(continuous=continuous), min_new_tokens=60)
+    first = _requests(parts, 4, 50, 60)
+    first[0] = Request(first[0].source, 2)
+    late = _requests(parts, 2, 51, 8)
+    a = engine.submit(first)
+    a.get(0, timeout=30)  # the short row is out; the long ones have about 58 steps to go
+    b = engine.submit(late)
+    second = [b.get(k, timeout=30) for k in range(len(late))]
+    rest = list(a.in_order(timeout=60))
+    stats = engine.stats()
+    engine.close()
+    alone = parts[2].greedy_all([list(r.source) for r in late], 8, min_new_tokens=8)
+    return stats, second, rest, alone
+
+
+def test_rows_join_a_running_batch_and_finish_before_it(fp32_parts, tiny_fp32, tie_counter):
+    stats, second, rest, alone = _decode_while_a_batch_runs(tiny_fp32, continuous=True)
+    assert stats.batches == 1 and stats.admitted == 2  # seated in the batch that was decoding
+    assert max(o.timing.decoding for o in second) < min(o.timing.decoding for o in rest[1:])
+    assert len(rest) == 4
+    bundle, _, model = fp32_parts
+    scorer = onnx_next_logprobs(model)
+    sources = [list(r.source) for r in _requests(fp32_parts, 2, 51, 8)]
+    for src, mine, ref in zip(sources, (o.hypothesis for o in second), alone):  # joined late, in company: the same
+        assert_equal_or_tie(tie_counter, src, mine.ids, ref.ids, lambda: greedy_tie(
+            src, mine.ids, ref.ids, bundle.eos_id, scorer, mine.stop == "eos", ref.stop == "eos"))
+
+
+@pytest.mark.parametrize("bundle", ["no-continuous", "legacy-graph"])
+def test_without_continuous_batching_late_rows_wait_for_a_batch_of_their_own(tiny_fp32, bundle):
+    from .conftest import ROOT
+
+    path = tiny_fp32 if bundle == "no-continuous" else ROOT / "models" / "tatoeba-en-zh-small"
+    stats, second, _, alone = _decode_while_a_batch_runs(path, continuous=bundle != "no-continuous")
+    assert stats.batches == 2 and stats.admitted == 0
+    assert [o.hypothesis.ids for o in second] == [h.ids for h in alone]
+
+
+def test_cancelled_rows_leave_a_batch_that_took_them_and_the_rest_go_on(fp32_parts):
+    """Rows admitted to a batch, and the batch's own rows, cancelled at any point around their
+    seating: the other owner's rows still decode to their own outputs, in a batch of their
+    own once every row seated before them has gone."""
+    from edge_translator.core.engine import Ticket, _Batch, _Row
+
+    model = fp32_parts[2]
+    engine = Engine(model)
+    first, late = _requests(fp32_parts, 3, 60, 12), _requests(fp32_parts, 3, 61, 12)
+    owners = [Ticket(engine, 3), Ticket(engine, 3)]
+    batch = _Batch(model, [_Row(r, owners[0], k, 0.0) for k, r in enumerate(first)], Priority.INTERACTIVE, 0, 8)
+    batch.advance()
+    assert batch.can_admit
+    batch.admit([_Row(r, owners[1], k, 0.0) for k, r in enumerate(late)])
+    owners[0].cancel()  # every seated row goes before the pending ones are seated
+    batch.drop_cancelled()
+    assert len(batch) == 3
+    done = {}
+    while len(batch):
+        for k, hyp in batch.advance():
+            done[batch.rows[k].index] = hyp
+    alone = model.greedy_all([list(r.source) for r in late], 12)
+    assert [done[k].ids for k in range(3)] == [h.ids for h in alone]

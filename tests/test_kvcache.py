@@ -9,8 +9,8 @@ import pytest
 
 from edge_translator.core.bundle import load_bundle
 from edge_translator.core.decode import GreedyBatch, Seq2Seq
-from edge_translator.core.kvcache import (SOURCE_ALIGN, BoundDecoder, BufferPool, KVBuffers, SharedKV, cross_alignment,
-                                         encode_bound, mapped)
+from edge_translator.core.kvcache import (SOURCE_ALIGN, SOURCE_SLACK, BoundDecoder, BufferPool, KVBuffers, SharedKV,
+                                         cross_alignment, encode_bound, mapped)
 from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
@@ -375,3 +375,96 @@ def test_cross_alignment_is_read_from_the_encoder_outputs_axis_names(fp32_parts)
     assert cross_alignment(_Outputs("source_length", "aligned_source_length")) is None
     assert cross_alignment(_Outputs(7)) is None
     assert fp32_parts[2].cross_align == 1  # an FP32 export pads nothing; int8r pads (test_encode_bound above)
+
+
+def test_shared_kv_seats_new_rows_in_place_until_its_row_capacity_then_lays_out_anew():
+    rng = np.random.default_rng(2)
+    layers, heads, dim = 2, 3, 4
+    kv = SharedKV(layers, 2, heads, dim, capacity=4)
+    kv.lengths[:] = [3, 1]
+    held = [rng.standard_normal((2, heads, 3, dim)).astype(np.float32) for _ in range(2 * layers)]
+    for segment, values in enumerate(held):
+        kv.segment(segment)[:, :, :3] = values
+    kv.admit(2, row_capacity=6)  # beyond the 2 rows laid out: one copy, room for 6
+    assert (kv.rows, kv.row_capacity) == (4, 6) and kv.lengths.tolist() == [3, 1, 0, 0]
+    address = kv.address
+    kv.keep(np.array([0, 1, 3]))
+    kv.admit(3)  # within the 6: nothing moves
+    assert kv.address == address and kv.rows == 6 and kv.lengths.tolist() == [3, 1, 0, 0, 0, 0]
+    for segment, values in enumerate(held):
+        np.testing.assert_array_equal(kv.segment(segment)[0, :, :3], values[0])
+        np.testing.assert_array_equal(kv.segment(segment)[1, :, :1], values[1, :, :1])
+    kv.admit(1)  # past the capacity with no wish given: exactly the rows held
+    assert kv.rows == kv.row_capacity == 7 and kv.address != address
+    np.testing.assert_array_equal(kv.segment(0)[0, :, :3], held[0][0])
+    with pytest.raises(ValueError, match="at least 1"):
+        kv.admit(0)
+
+
+def _alone(model, sources, limits, min_new_tokens=0):
+    return [model.greedy_all([s], [n], min_new_tokens=min_new_tokens)[0] for s, n in zip(sources, limits)]
+
+
+def check_rows_that_join(parts, tie_counter, seed: int, min_new_tokens: int = 0) -> None:
+    """Rows joining a batch at several steps (a source longer than any held among them, so
+    the cross K/V grow; more rows than the batch was laid out for; seats that finished rows
+    left) decode to what each decodes alone, near-ties aside."""
+    bundle, tokenizer, model = parts
+    sources = _sources(parts, 19, seed)
+    long = tokenizer.encode(" ".join(english_sentences(8, seed + 1)), bundle.targets["zh-Hans"].id)
+    long = long[:119] + long[-1:]  # within the model's 128 positions (target token, pieces, </s>)
+    assert len(long) >= max(len(s) for s in sources) + SOURCE_SLACK + SOURCE_ALIGN
+    sources.insert(7, long)  # joins at the first admission, far longer than all that started
+    limits = [3 + (5 * k) % 17 for k in range(len(sources))]  # rows leave at many steps
+    limits[7] = 4  # and it leaves early, so that the cross K/V it needed go too
+    waves = {0: (0, 5), 2: (5, 11), 4: (11, 13), 9: (13, 20)}  # step -> sources that join then
+    batch, results, held = None, {}, []
+    for step in range(200):
+        if step in waves:
+            lo, hi = waves[step]
+            if batch is None:
+                batch = GreedyBatch(model, sources[lo:hi], limits[lo:hi], min_new_tokens=min_new_tokens)
+            else:
+                assert batch.can_admit
+                assert batch.admit(sources[lo:hi], limits[lo:hi], row_capacity=8) == list(range(lo, hi))
+        results.update(batch.step())
+        if batch._bound is not None:
+            held.append(batch._bound.cross.shape[3])
+        if batch.done and step > max(waves):
+            break
+    assert held[2] >= len(long) and held[-1] < len(long) - SOURCE_SLACK  # the cross K/V grew, then shrank
+    assert sorted(results) == list(range(len(sources)))
+    scorer = onnx_next_logprobs(model)
+    for k, ref in enumerate(_alone(model, sources, limits, min_new_tokens)):
+        mine, src = results[k], sources[k]
+        assert mine.stop == ref.stop or mine.ids != ref.ids
+        assert_equal_or_tie(tie_counter, src, mine.ids, ref.ids, lambda: greedy_tie(
+            src, mine.ids, ref.ids, bundle.eos_id, scorer, mine.stop == "eos", ref.stop == "eos"))
+        if min_new_tokens:
+            assert len(mine.ids) >= min(min_new_tokens, limits[k] - 1)
+    assert tie_counter.equal >= 0.9 * tie_counter.compared
+
+
+@pytest.mark.parametrize("min_new_tokens", [0, 8])
+def test_rows_that_join_a_decoding_batch_decode_as_they_do_alone(fp32_parts, tie_counter, min_new_tokens):
+    check_rows_that_join(fp32_parts, tie_counter, seed=31, min_new_tokens=min_new_tokens)
+
+
+def test_a_decoder_without_row_positions_takes_no_rows_once_it_decodes(graph_parts):
+    """An earlier bundle's decoder (one past length for every row) refuses rows mid-batch,
+    and says so before it takes them; before the first step any batch takes them."""
+    _, _, model = graph_parts
+    sources = _sources(graph_parts, 4, 6)
+    batch = GreedyBatch(model, sources[:2], [6, 6])
+    assert batch.can_admit and batch.admit(sources[2:3], [6]) == [2]  # not started: just more rows
+    batch.step()
+    assert batch.can_admit == model.ragged
+    if not model.ragged:
+        with pytest.raises(ValueError, match="cannot take rows"):
+            batch.admit(sources[3:], [6])
+        cross = [np.zeros((1, model.heads, 4, model.head_dim), np.float32)] * model.layers
+        with pytest.raises(ValueError, match="ragged decoder graph"):
+            batch._bound.admit(cross, cross, np.ones((1, 4), np.int64))
+    while not batch.done:
+        batch.step()
+    assert not batch.can_admit  # a finished batch has given its memory back

@@ -12,7 +12,8 @@ from edge_translator.core.bundle import load_bundle
 from edge_translator.toolchain.quantize import QuantizeOptions, check_int8, unquantized_weights
 
 from .conftest import run_cli
-from .test_blockquant import _logit_spread, check_batch_mates
+from .test_blockquant import _logit_spread, _parts, check_batch_mates
+from .test_kvcache import check_rows_that_join
 
 torch = pytest.importorskip("torch")  # the export extra; CI installs it
 
@@ -77,6 +78,14 @@ def test_int8r_stores_weights_like_int8(int8r_bundle, tiny_int8):
 def test_output_does_not_depend_on_batch_mates(int8r_bundle, tie_counter):
     """A sentence decodes to the same ids alone and in batches of any company (near-ties aside)."""
     check_batch_mates(int8r_bundle[0], tie_counter, seed=13)
+
+
+def test_rows_that_join_a_decoding_batch_decode_as_they_do_alone(int8r_bundle, tie_counter):
+    """Continuous batching over the aligned, per-row quantized graphs: a row's company,
+    and the step it joined at, do not change its output."""
+    parts = _parts(int8r_bundle[0])
+    assert parts[2].ragged and parts[2].cross_align > 1
+    check_rows_that_join(parts, tie_counter, seed=37)
 
 
 def test_int8r_is_batch_invariant_where_int8_is_not(int8r_bundle, tiny_int8):

@@ -229,15 +229,18 @@ class Seq2Seq:
         return ids, mask
 
     # -- decoding -----------------------------------------------------------------------
-    def next_tokens(self, logits: np.ndarray, allow_eos: bool = True) -> np.ndarray:
-        """Greedy choice from [B, V] logits, never the pad id (nor ``</s>`` if not allowed).
+    def next_tokens(self, logits: np.ndarray, allow_eos: bool | np.ndarray = True) -> np.ndarray:
+        """Greedy choice from [B, V] logits, never the pad id (nor ``</s>`` if not allowed:
+        ``allow_eos`` is one answer for all rows, or one a row).
 
         With a restricted output layer, column k of the logits is vocabulary id
         ``output_ids[k]``; the returned values are always vocabulary ids.
         """
         if self._pad_column is not None:
             logits[:, self._pad_column] = -np.inf
-        if not allow_eos:
+        if np.ndim(allow_eos):
+            logits[~np.asarray(allow_eos, bool), self._eos_column] = -np.inf
+        elif not allow_eos:
             logits[:, self._eos_column] = -np.inf
         best = logits.argmax(axis=-1)
         return best if self.output_ids is None else self.output_ids[best]
@@ -375,7 +378,8 @@ class GreedyBatch:
     """One batch in greedy decoding, advanced a step at a time.
 
     A scheduler can interleave several such batches, drop rows whose owner cancelled,
-    and deliver each row as soon as it finishes. The encoder runs on the first step.
+    deliver each row as soon as it finishes, and seat new rows in a batch that is decoding
+    (:meth:`admit`, with a ragged decoder graph). The encoder runs on the first step.
     """
 
     def __init__(self, model: Seq2Seq, sources: list[list[int]], max_new_tokens: list[int],
@@ -406,6 +410,7 @@ class GreedyBatch:
         self.logprobs: list[list[float]] = [[] for _ in sources]
         """Per row, the log-probability of each kept token (and of ``</s>`` when produced)."""
         self.steps = 0
+        self._joined = np.zeros(len(sources), np.int64)  # the step each row joined at
         self._started = False
         self._scratch: np.ndarray | None = None
         self._bound: BoundDecoder | None = None
@@ -417,6 +422,57 @@ class GreedyBatch:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @property
+    def can_admit(self) -> bool:
+        """Whether :meth:`admit` can seat rows now: before the first step always, then only
+        while decoding through a ragged decoder graph on IO binding (each row at its own
+        position)."""
+        return not self._started or (self._bound is not None and self._bound.ragged and not self.done)
+
+    def admit(self, sources: list[list[int]], max_new_tokens: list[int],
+              guards: list[RepetitionGuard | None] | None = None, row_capacity: int = 0) -> list[int]:
+        """Seat more rows in this batch (continuous batching): they decode from the next step on.
+
+        Their encoder runs now, on them alone; their outputs are the ones they would get in
+        a batch of their own, to the same float near-ties as any two batches.
+
+        Args:
+            sources, max_new_tokens, guards: As for the constructor, for the new rows.
+            row_capacity: Rows to lay the batch's buffers out for when they must grow (the
+                scheduler's batch size), so that later rows join without a copy.
+
+        Returns:
+            The new rows' indices, as :meth:`step` reports them.
+
+        Raises:
+            ValueError: If the arguments do not match, or the batch cannot take rows
+                (:attr:`can_admit`).
+        """
+        if not sources:
+            raise ValueError("admit needs at least one source")
+        if len(max_new_tokens) != len(sources) or (guards is not None and len(guards) != len(sources)):
+            raise ValueError("admit needs one limit (and one guard, if any) per source")
+        if not self.can_admit:
+            raise ValueError("this batch cannot take rows while it decodes (a finished batch, or a decoder "
+                             "graph without per-row positions)")
+        first = len(self.sources)
+        new = np.arange(first, first + len(sources))
+        if self._started:
+            model = self.model
+            ids, mask = model.pad(sources)
+            cross_k, cross_v = model.encode(ids, mask)
+            self._bound.admit(cross_k, cross_v, mask, row_capacity)
+            start = np.full((len(sources), 1), model.bundle.decoder_start_id, np.int64)
+            self.tokens = np.concatenate([self.tokens, start])
+        self.sources = self.sources + list(sources)
+        self.limits = np.concatenate([self.limits, np.asarray(max_new_tokens, self.limits.dtype)])
+        self.guards += list(guards) if guards is not None else [None] * len(sources)
+        self.outputs += [[] for _ in sources]
+        self.logprobs += [[] for _ in sources]
+        self._joined = np.concatenate([self._joined, np.full(len(sources), self.steps, np.int64)])
+        self.rows = np.concatenate([self.rows, new])
+        return [int(r) for r in new]
 
     def _start(self) -> None:
         model = self.model
@@ -464,15 +520,16 @@ class GreedyBatch:
             self._bound, self._scratch = None, None
             self.cross_k = self.cross_v = self.past_k = self.past_v = []
             return
-        if self._bound is not None:
+        self.tokens = self.tokens[idx]
+        if self._bound is not None:  # it holds the batch's mask and K/V
             self._bound.keep(idx)
+            return
         self.mask = self.mask[idx]
         self.cross_k = [c[idx] for c in self.cross_k]
         self.cross_v = [c[idx] for c in self.cross_v]
         self.past_k = [p[idx] for p in self.past_k]
         self.past_v = [p[idx] for p in self.past_v]
         self.prefix = self.prefix[idx]
-        self.tokens = self.tokens[idx]
 
     def drop(self, rows) -> None:
         """Stop decoding these rows (indices into the sources); their work is discarded."""
@@ -501,7 +558,8 @@ class GreedyBatch:
             log_probs, log_norm = self._bound.log_probs()[:, -1, :], None
         else:
             log_probs, log_norm = last_logits, _log_normalizer(last_logits, self._scratch_for(last_logits))
-        chosen = model.next_tokens(last_logits, allow_eos=self.steps >= self.min_new_tokens)
+        allow_eos = self.steps - self._joined[self.rows] >= self.min_new_tokens if self.min_new_tokens else True
+        chosen = model.next_tokens(last_logits, allow_eos=allow_eos)
         columns = chosen if model.output_ids is None else np.searchsorted(model.output_ids, chosen)
         chosen_logprob = log_probs[np.arange(len(chosen)), columns].astype(np.float64)
         if log_norm is not None:
@@ -534,7 +592,8 @@ class GreedyBatch:
                 finished.append((int(row), Hypothesis(tuple(out), stop, score)))
         tokens = chosen.reshape(-1, 1).astype(np.int64)
         self.tokens = tokens
-        self.prefix = np.concatenate([self.prefix, tokens], axis=1)
+        if not self.use_cache:  # only the uncached path runs the prefix again (rows that join do not mix with it)
+            self.prefix = np.concatenate([self.prefix, tokens], axis=1)
         self._keep(keep)
         return finished
 

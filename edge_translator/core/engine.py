@@ -8,12 +8,15 @@ row is delivered the moment it finishes and a cancelled row leaves its batch at 
 next step. Only the worker runs ONNX Runtime, with the thread count the sessions were
 opened with, so any number of callers never oversubscribes the CPU.
 
-Batches do not take new rows once they decode (bundles exported before the ragged decoder
-graph cannot seat rows at different positions; ragged ones could, which is not done yet:
-it measured at most 6-8% for a bulk job, see ``docs/benchmarks.md``). Instead, an interactive batch is started beside a running bulk batch and
-is stepped first (the bulk batch waits with its cache intact, and still gets a step
-every quarter second), and a new batch is started beside one that has emptied to half,
-so the tail of a batch does not decode alone.
+With :attr:`EngineOptions.continuous`, waiting rows of the same priority take the seats that
+finished rows left in a running greedy batch, at its next step (continuous batching): their
+encoder runs on them alone and they decode from position 0 beside rows far along, which the
+ragged decoder graph allows (each row has its own cached length); bundles exported before
+that graph keep the rows a batch started with. It is off by default, since it measured
+slower here (see the option). By default an interactive batch is started beside a running
+bulk batch and is stepped first (the bulk batch waits with its cache intact, and still gets
+a step every quarter second), and a new batch is started beside one that has emptied to
+half, so the tail of a batch does not decode alone.
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ class EngineOptions:
     callers ran 1.3-1.9x faster with one interactive batch than with four."""
     max_bulk_batches: int = 2
     """Most bulk batches decoding at once; likewise, another starts at half empty."""
+    continuous: bool = False
+    """Rows join a greedy batch that is decoding, as its rows finish (continuous batching),
+    where the bundle's decoder graph allows it (ragged, since GroupQueryAttention); else
+    a batch keeps the rows it started with. Off by default: measured on the full-shape
+    model (AMD EPYC, 2 threads, ``edge-translator bench-load``), it decoded a sorted bulk job
+    a quarter slower and 16 callers no faster: its decoder steps cost as much as full ones,
+    and the joining rows' encoder calls and the batch's compactions come on top."""
     bulk_step_interval_ms: float = 250.0
     """Under continuous interactive work, a bulk batch still gets one step this often, so
     bulk work is delayed but never starved."""
@@ -116,6 +126,8 @@ class EngineStats:
     """Rows in running batches."""
     batches: int
     """Batches started."""
+    admitted: int
+    """Rows that joined a batch already decoding (:attr:`EngineOptions.continuous`)."""
     steps: int
     """Decoder steps run (all batches)."""
     rows_done: int
@@ -230,14 +242,24 @@ class _Row:
 
 
 class _Batch:
-    """Rows decoding together: a step-wise greedy batch, or a beam-search generator."""
+    """Rows decoding together: a step-wise greedy batch, or a beam-search generator.
 
-    def __init__(self, model: Seq2Seq, rows: list[_Row], priority: Priority, min_new_tokens: int):
+    ``rows[k]`` is the row that :meth:`advance` reports as ``k``. Rows that :meth:`admit`
+    takes wait in ``pending`` until the worker next steps the batch, which seats them (their
+    encoder runs then, outside the engine's lock).
+    """
+
+    def __init__(self, model: Seq2Seq, rows: list[_Row], priority: Priority, min_new_tokens: int,
+                 row_capacity: int = 0):
         self.rows = rows
         self.priority = priority
+        self.row_capacity = row_capacity
         self.started_at = time.perf_counter()
         for row in rows:
             row.started_at = self.started_at
+        self.model, self.min_new_tokens = model, min_new_tokens
+        self.pending: list[int] = []
+        self.seated = list(range(len(rows)))  # the greedy batch's row g is rows[seated[g]]
         sources = [list(r.request.source) for r in rows]
         limits = [r.request.max_new_tokens for r in rows]
         beam = rows[0].request.beam_size
@@ -253,20 +275,50 @@ class _Batch:
     def __len__(self) -> int:
         return len(self.open)
 
+    @property
+    def can_admit(self) -> bool:
+        """Whether rows may join this batch while it decodes."""
+        return self.greedy is not None and self.greedy.can_admit
+
+    def admit(self, rows: list[_Row]) -> None:
+        """Take greedy rows to seat at the next step (the caller holds the engine's lock)."""
+        now = time.perf_counter()
+        for row in rows:
+            row.started_at = now
+            self.pending.append(len(self.rows))
+            self.open.add(len(self.rows))
+            self.rows.append(row)
+
     def drop_cancelled(self) -> None:
-        gone = [k for k in self.open if self.rows[k].ticket.cancelled]
+        gone = {k for k in self.open if self.rows[k].ticket.cancelled}
         if not gone:
             return
         self.open.difference_update(gone)
+        self.pending = [k for k in self.pending if k not in gone]
         if self.greedy is not None:
-            self.greedy.drop(gone)
+            self.greedy.drop([g for g, k in enumerate(self.seated) if k in gone])
         elif not self.open:
             self.beam.close()
 
+    def _seat(self) -> None:
+        """Seat the pending rows in the greedy batch, which encodes them."""
+        pending, self.pending = self.pending, []
+        rows = [self.rows[k] for k in pending]
+        sources, limits = [list(r.request.source) for r in rows], [r.request.max_new_tokens for r in rows]
+        guards = [r.request.guard for r in rows]
+        if self.greedy.done:  # every seated row was cancelled: the pending ones make a batch of their own
+            self.greedy = GreedyBatch(self.model, sources, limits, guards, min_new_tokens=self.min_new_tokens)
+            self.seated = pending
+        else:
+            self.greedy.admit(sources, limits, guards, row_capacity=self.row_capacity)
+            self.seated += pending  # the greedy batch numbers its rows in the order they came
+
     def advance(self) -> list[tuple[int, Hypothesis]]:
-        """One greedy step, or beam search until its next source finishes."""
+        """Seat pending rows, then one greedy step; or beam search until its next source finishes."""
         if self.greedy is not None:
-            finished = self.greedy.step()
+            if self.pending:
+                self._seat()
+            finished = [(self.seated[g], h) for g, h in self.greedy.step()]
         else:
             finished = []
             try:
@@ -301,7 +353,7 @@ class Engine:
         self._closing = False
         self._worker: threading.Thread | None = None
         self._crash: BaseException | None = None
-        self._counts = {"batches": 0, "steps": 0, "rows_done": 0, "tokens": 0, "failed_batches": 0}
+        self._counts = {"batches": 0, "admitted": 0, "steps": 0, "rows_done": 0, "tokens": 0, "failed_batches": 0}
         self._batch_sizes: dict[int, int] = {}
 
     # -- public ------------------------------------------------------------------------------
@@ -466,16 +518,22 @@ class Engine:
         o = self.options
         for priority, most in ((Priority.INTERACTIVE, o.max_interactive_batches), (Priority.BULK, o.max_bulk_batches)):
             running = [b for b in self._active if b.priority == priority]
+            if o.continuous:  # first fill the seats that finished rows left
+                for batch in running:
+                    free = o.max_batch_size - len(batch)
+                    if free > 0 and self._queues[priority] and batch.can_admit:
+                        rows = self._take(priority, free, beam=1)
+                        if rows:
+                            batch.admit(rows)
+                            self._counts["admitted"] += len(rows)
             while (self._queues[priority] and len(running) < most
                    and all(len(b) <= o.max_batch_size // 2 for b in running)):
                 running.append(self._start(priority))
 
-    def _start(self, priority: Priority) -> _Batch:
-        """Take up to a batch of rows, one owner at a time in turn, all of one beam size."""
-        queue, rows = self._queues[priority], []
-        beam = queue[0][1][0].request.beam_size
-        skipped = []
-        while queue and len(rows) < self.options.max_batch_size:
+    def _take(self, priority: Priority, count: int, beam: int) -> list[_Row]:
+        """Take up to ``count`` waiting rows of one beam size, one owner at a time in turn."""
+        queue, rows, skipped = self._queues[priority], [], []
+        while queue and len(rows) < count:
             ticket, pending = queue.popleft()
             if pending[0].request.beam_size != beam:
                 skipped.append((ticket, pending))
@@ -485,8 +543,14 @@ class Engine:
                 queue.append((ticket, pending))
         queue.extendleft(reversed(skipped))
         self._queued -= len(rows)
-        self._cond.notify_all()  # room in the queue for blocked submitters
-        batch = _Batch(self.model, rows, priority, self._min_new_tokens)
+        if rows:
+            self._cond.notify_all()  # room in the queue for blocked submitters
+        return rows
+
+    def _start(self, priority: Priority) -> _Batch:
+        """Start a batch of up to the batch size of waiting rows, all of the first one's beam size."""
+        rows = self._take(priority, self.options.max_batch_size, self._queues[priority][0][1][0].request.beam_size)
+        batch = _Batch(self.model, rows, priority, self._min_new_tokens, self.options.max_batch_size)
         self._active.append(batch)
         self._counts["batches"] += 1
         self._batch_sizes[len(rows)] = self._batch_sizes.get(len(rows), 0) + 1

@@ -57,6 +57,13 @@ SPARE_BUFFERS = 5
 #: Seconds a spare is kept for a later batch after it came back (see :class:`BufferPool`).
 SPARE_AGE_S = 2.0
 
+#: A batch lays its cross K/V out anew, smaller, once the rows left need this many fewer
+#: source positions than it holds (rows that join, :meth:`BoundDecoder.admit`, can make it
+#: hold many more than most rows need): every step reads
+#: the cross K/V of every row (at 32 rows of the opus-mt-en-zh shape, 0.8 MB a position, as
+#: much as the weights at 64 positions), and a relayout costs about one step's reading.
+SOURCE_SLACK = 32
+
 
 def mapped(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
     """A zeroed array in an anonymous memory mapping of its own.
@@ -256,11 +263,12 @@ class SharedKV:
         """Positions each row holds (bound as the graph's ``past_lengths``)."""
         self.pool = pool if pool is not None else BufferPool(spares=0)
         self._buffer: np.ndarray | None = None
-        self._allocate(capacity)
+        self._allocate(rows, capacity)
 
-    def _allocate(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._stride = self.rows * self.heads * capacity * self.head_dim
+    def _allocate(self, row_capacity: int, capacity: int) -> None:
+        self.row_capacity, self.capacity = row_capacity, capacity
+        """Rows and positions the buffer is laid out for."""
+        self._stride = row_capacity * self.heads * capacity * self.head_dim
         self._buffer = self.pool.take(self.segments * self._stride)
         self.address = self._buffer.ctypes.data
         """Where segment 0 begins; segment ``s`` is at ``address + s * step``."""
@@ -292,14 +300,33 @@ class SharedKV:
         needed = int(self.lengths.max(initial=0)) + new
         if needed <= self.capacity:
             return
+        self._relayout(self.row_capacity, self.capacity + self.growth * -(-(needed - self.capacity) // self.growth))
+
+    def _relayout(self, row_capacity: int, capacity: int) -> None:
+        """Move what the rows hold into a buffer laid out anew (one copy)."""
         longest = int(self.lengths.max(initial=0))
         old = [self.segment(s)[:, :, :longest] for s in range(self.segments)]
         buffer = self._buffer
-        self._allocate(self.capacity + self.growth * -(-(needed - self.capacity) // self.growth))
+        self._allocate(row_capacity, capacity)
         for segment, values in enumerate(old):
             self.segment(segment)[:, :, :longest] = values
         del old
         self.pool.give(buffer)
+
+    def admit(self, count: int, row_capacity: int = 0) -> None:
+        """Add ``count`` empty rows (length 0) after the current ones.
+
+        Within the rows the buffer is laid out for, nothing is copied; beyond them the
+        buffer is laid out anew for ``row_capacity`` rows (at least the rows then held),
+        with one copy of what the rows hold.
+        """
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        rows = self.rows + count
+        if rows > self.row_capacity:
+            self._relayout(max(rows, row_capacity), self.capacity)
+        self.lengths = np.concatenate([self.lengths, np.zeros(count, np.int32)])
+        self.rows = rows
 
     def advance(self, new: int = 1) -> None:
         """The positions just written become part of every row's past."""
@@ -321,6 +348,10 @@ class SharedKV:
         if self._buffer is not None:
             self.pool.give(self._buffer)
         self._buffer = None
+
+
+def _aligned(length: int) -> int:
+    return -(-length // SOURCE_ALIGN) * SOURCE_ALIGN
 
 
 def _bind(binding, name: str, array: np.ndarray, output: bool = False) -> None:
@@ -413,7 +444,7 @@ class BoundDecoder:
         """
         self.session, self.run_options = session, run_options
         self.pool = pool if pool is not None else BufferPool(spares=0)
-        self.layers = len(cross_k)
+        self.layers, self.width = len(cross_k), width
         rows, heads, _, head_dim = cross_k[0].shape
         if ragged is None:
             ragged = any(i.name == "past_lengths" for i in session.get_inputs())
@@ -430,6 +461,10 @@ class BoundDecoder:
             if cross_k[0].ctypes.data != self.cross[0].ctypes.data or \
                     cross_v[-1].ctypes.data != self.cross[-1].ctypes.data:
                 raise ValueError("cross_k and cross_v must be the views of cross_buffer that encode_bound returns")
+        self._full = self.cross
+        """The cross K/V of every row the buffer is laid out for; :attr:`cross` is its first rows."""
+        self.source_lengths = np.asarray(mask).sum(axis=1)
+        """Each row's own source length (its mask's ones; the cross K/V may hold more)."""
         self._owned = [cross_buffer, self.pool.take(rows * width)]
         self.mask = np.ascontiguousarray(mask)
         self.logits = self._owned[1][: rows * width].reshape(rows, 1, width)
@@ -514,8 +549,84 @@ class BoundDecoder:
         for row, slot in enumerate(slots):  # in place: slots ascend, so no row is overwritten before it is read
             if row != slot:
                 self.cross[:, row] = self.cross[:, slot]
-        self.cross = self.cross[:, : len(slots)]
+        self.cross = self._full[:, : len(slots)]
         self.mask = self.mask[slots]
+        self.source_lengths = self.source_lengths[slots]
+        needed = _aligned(int(self.source_lengths.max(initial=1)))
+        if self._full.shape[3] - needed >= SOURCE_SLACK:  # the rows with the longest sources have left
+            self._relayout_cross(self._full.shape[1], needed)
+        self._bind_rows()
+
+    def _relayout_cross(self, capacity: int, length: int) -> None:
+        """Lay the cross K/V and the mask out anew for ``capacity`` rows and ``length``
+        source positions (one copy of the rows held; positions past what was held are zeros)."""
+        _, rows, heads, held, head_dim = self.cross.shape
+        keep = min(held, length)
+        count = 2 * self.layers * capacity * heads * length * head_dim
+        buffer = self.pool.take(count)
+        full = buffer[:count].reshape(2 * self.layers, capacity, heads, length, head_dim)
+        full[:, :rows, :, :keep] = self.cross[:, :, :, :keep]
+        full[:, :rows, :, keep:] = 0.0  # a pool's spare holds anything, NaN included: masked is not enough
+        self.cross = self._full = None
+        self.pool.give(self._owned[0])
+        self._owned[0], self._full, self.cross = buffer, full, full[:, :rows]
+        mask = np.zeros((rows, length), np.int64)
+        mask[:, : min(length, self.mask.shape[1])] = self.mask[:, :length]
+        self.mask = mask
+
+    def admit(self, cross_k: list, cross_v: list, mask: np.ndarray, row_capacity: int = 0) -> None:
+        """Seat new rows after the current ones, each with an empty self-attention cache:
+        from the next :meth:`step` on they decode beside the others (continuous batching).
+
+        Only a ragged decoder graph can do this: its rows sit at positions of their own.
+        The cross K/V and the masks share one source length, the longest held; a row's
+        positions past its own source are zeros and masked out, as padding in any batch is.
+        The buffers are laid out for ``row_capacity`` rows (at least the rows then held) and
+        the longest source, rounded up to :data:`SOURCE_ALIGN`, whenever the rows or a source
+        no longer fit, with one copy of what is held; otherwise nothing already held moves.
+        Once the rows that needed the longest sources have left, :meth:`keep` lays the cross
+        K/V out for fewer positions (:data:`SOURCE_SLACK`).
+
+        Args:
+            cross_k: The new rows' cross-attention keys from the encoder, one ``[count,
+                heads, source, head_dim]`` array a layer; ``cross_v`` likewise.
+            mask: Their source attention mask, ``[count, source]`` or narrower.
+            row_capacity: Rows to lay the buffers out for when they must grow.
+
+        Raises:
+            ValueError: If the decoder is not ragged, or the shapes do not fit the batch.
+        """
+        if not self.ragged:
+            raise ValueError("rows can join a decoding batch only with a ragged decoder graph; "
+                             "export the bundle again (or `edge-translator upgrade` it)")
+        count, heads, source, head_dim = cross_k[0].shape
+        if len(cross_k) != self.layers or len(cross_v) != self.layers or (heads, head_dim) != self._full.shape[2::2] \
+                or mask.shape[0] != count or mask.shape[1] > source:
+            raise ValueError("the new rows' cross K/V and mask do not fit this batch")
+        rows = self.kv.rows
+        total, held = rows + count, self._full.shape[3]
+        if total > self._full.shape[1] or source > held:
+            self._relayout_cross(max(total, row_capacity, self._full.shape[1]), max(held, _aligned(source)))
+        capacity, length = self._full.shape[1], self._full.shape[3]
+        new = self._full[:, rows:total]
+        for segment, values in enumerate(list(cross_k) + list(cross_v)):
+            new[segment, :, :, :source] = values
+        new[:, :, :, source:] = 0.0
+        self.cross = self._full[:, :total]
+        widened = np.zeros((total, length), np.int64)  # one width for all: the longest source held
+        widened[:rows, : self.mask.shape[1]] = self.mask
+        widened[rows:, : mask.shape[1]] = mask
+        self.mask = widened
+        self.source_lengths = np.concatenate([self.source_lengths, np.asarray(mask).sum(axis=1)])
+        for k in range(1, len(self._owned)):  # the logits (and their log-softmax), one row each
+            if len(self._owned[k]) < capacity * self.width:
+                self.logits = self._log_probs = None
+                self.pool.give(self._owned[k])
+                self._owned[k] = self.pool.take(capacity * self.width)
+        self.logits = self._owned[1][: capacity * self.width].reshape(capacity, 1, self.width)
+        if len(self._owned) > 2:
+            self._log_probs = self._owned[2][: capacity * self.width].reshape(capacity, 1, self.width)
+        self.kv.admit(count, capacity)
         self._bind_rows()
 
     def release(self) -> None:
