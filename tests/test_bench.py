@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from edge_translator.core.engine import EngineOptions
+
 from .conftest import run_cli
 
 pytest.importorskip("ctranslate2")
@@ -67,13 +69,16 @@ def _check_load(load, soak):
     assert inter["loaded"]["p50_ms"] > 0 and inter["unloaded"]["p50_ms"] > 0 and inter["ratio_p50"] > 0
     assert 0 < inter["bulk_sentences"] <= load["options"]["bulk_sentences"]
     bulk, interactive = load["scheduler"]["bulk"], load["scheduler"]["interactive"]
-    for key in ("max_bulk_batches_1", "max_bulk_batches_2", "no_tail_bound"):
+    for key in ("max_bulk_batches_1", "max_bulk_batches_2", "continuous", "no_tail_bound"):
         assert bulk[key]["tok_s"] > 0 and 0 < bulk[key]["sentences"] <= load["options"]["scheduler_sentences"]
-    assert bulk["ratio_2_vs_1"] > 0 and bulk["ratio_bound_vs_2"] > 0
+    assert bulk["ratio_2_vs_1"] > 0 and bulk["ratio_bound_vs_2"] > 0 and bulk["ratio_continuous_vs_2"] > 0
+    assert bulk["continuous"]["sentences"] == bulk["max_bulk_batches_2"]["sentences"]
+    assert load["scheduler"]["continuous_default"] is EngineOptions().continuous
     assert set(interactive["callers"]) == {"4", "16"}
     for pair in interactive["callers"].values():
-        assert pair["ratio_4_vs_1"] > 0
-        assert pair["max_interactive_batches_1"]["sentences"] == pair["max_interactive_batches_4"]["sentences"] > 0
+        assert pair["ratio_4_vs_1"] > 0 and pair["ratio_continuous"] > 0
+        assert (pair["max_interactive_batches_1"]["sentences"] == pair["max_interactive_batches_4"]["sentences"]
+                == pair["continuous"]["sentences"] > 0)
     assert interactive["first_sentence_4"]["first_s"] > 0 and interactive["first_sentence_1"] == first  # the default
     if not soak:
         assert load["soak"] == {}

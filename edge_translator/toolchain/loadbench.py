@@ -430,12 +430,13 @@ def _soak_child() -> None:
     print(json.dumps({"loaded_mb": round(loaded, 1) if loaded else None, **result}))
 
 
-def interleaved_bulk(one: Translator, two: Translator, text: str, opts: LoadOptions,
+def interleaved_bulk(one: Translator, two: Translator, joining: Translator, text: str, opts: LoadOptions,
                      options: TranslateOptions) -> dict:
-    """One bulk job with one and with two bulk batches at once, and its no-tail bound.
+    """One bulk job with one and with two bulk batches at once, with rows joining running
+    batches (``joining``: :attr:`.EngineOptions.continuous`), and its no-tail bound.
 
     The bound is the same job with every sentence cut to the mean length of the others,
-    so that no batch has a tail: what true continuous batching would reach at best.
+    so that no batch has a tail: what continuous batching could reach at best.
     """
     natural: list[dict] = []
 
@@ -447,10 +448,12 @@ def interleaved_bulk(one: Translator, two: Translator, text: str, opts: LoadOpti
         mean = round(statistics.mean(s["tokens"] / s["sentences"] for s in natural))
         return bulk_run(two, text, TranslateOptions(max_length=max(1, mean), repetition_guard=False))
 
-    samples = _alternate({"one": lambda: timed(one), "two": lambda: timed(two), "bound": no_tail}, opts.rounds)
+    samples = _alternate({"one": lambda: timed(one), "two": lambda: timed(two),
+                          "continuous": lambda: bulk_run(joining, text, options), "bound": no_tail}, opts.rounds)
     bulk = {name: _summary(s) for name, s in samples.items()}
     return {"sentences": bulk["two"]["sentences"], "max_bulk_batches_1": bulk["one"], "max_bulk_batches_2": bulk["two"],
-            "no_tail_bound": bulk["bound"],
+            "continuous": bulk["continuous"], "no_tail_bound": bulk["bound"],
+            "ratio_continuous_vs_2": ratio(bulk["continuous"]["tok_s"], bulk["two"]["tok_s"]),
             "uniform_length": round(statistics.mean(s["tokens"] / s["sentences"] for s in natural)),
             "ratio_2_vs_1": ratio(bulk["two"]["tok_s"], bulk["one"]["tok_s"]),
             "ratio_bound_vs_2": ratio(bulk["bound"]["tok_s"], bulk["two"]["tok_s"])}
@@ -498,15 +501,19 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
             return translator
 
         main, four = load(engine), load(replace(engine, max_interactive_batches=4))
+        joining = load(replace(engine, continuous=True))  # rows join running batches
         runs = {"sequential": lambda: drive(main, paragraphs, 0, options)}
         runs.update({str(c): (lambda c=c: drive(main, paragraphs, c, options)) for c in opts.callers})
         runs.update({f"{c}, four batches": (lambda c=c: drive(four, paragraphs, c, options))
+                     for c in opts.scheduler_callers})
+        runs.update({f"{c}, continuous": (lambda c=c: drive(joining, paragraphs, c, options))
                      for c in opts.scheduler_callers})
         samples = _alternate(runs, opts.rounds)
         first_four = first_sentence(four, long_text, opts, options)
         four.close()
         sequential = _summary(samples.pop("sequential"))
         four_batches = {c: _summary(samples.pop(f"{c}, four batches")) for c in opts.scheduler_callers}
+        continuous = {c: _summary(samples.pop(f"{c}, continuous")) for c in opts.scheduler_callers}
         callers = {name: _summary(s) for name, s in samples.items()}
         for summary in callers.values():
             summary["ratio"] = ratio(summary["tok_s"], sequential["tok_s"])
@@ -520,10 +527,13 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
         one_bulk = load(replace(engine, max_bulk_batches=1))
         scheduler_text = " ".join(distinct_sentences(pool, opts.scheduler_sentences))
         interactive = {str(c): {"max_interactive_batches_1": callers[str(c)], "max_interactive_batches_4": four_batches[c],
-                                "ratio_4_vs_1": ratio(four_batches[c]["tok_s"], callers[str(c)]["tok_s"])}
+                                "ratio_4_vs_1": ratio(four_batches[c]["tok_s"], callers[str(c)]["tok_s"]),
+                                "continuous": continuous[c],
+                                "ratio_continuous": ratio(continuous[c]["tok_s"], callers[str(c)]["tok_s"])}
                        for c in opts.scheduler_callers}
         result["scheduler"] = {
-            "bulk": interleaved_bulk(one_bulk, main, scheduler_text, opts, options),
+            "continuous_default": engine.continuous,
+            "bulk": interleaved_bulk(one_bulk, main, joining, scheduler_text, opts, options),
             "interactive": {"callers": interactive, "first_sentence_1": result["first_sentence"],
                             "first_sentence_4": first_four}}
         one_bulk.close()
