@@ -192,6 +192,8 @@ def test_bench_serve_smoke_writes_its_section(tmp_path):
     assert run["concurrent"]["clients"] == 3 and run["concurrent"]["requests"] > 0 and run["sequential"]["requests"] > 0
     assert run["concurrent"]["errors"] == {} and run["exit_code"] == 0 and run["rss_end_mb"] > 10
     assert run["ratio"] > 0 and run["concurrent"]["p50_ms"] <= run["concurrent"]["p99_ms"]
+    assert run["rss_samples"] >= 3 and 10 < run["rss_peak_first_half_mb"] and 10 < run["rss_peak_second_half_mb"]
+    assert run["rss_peak_growth"] == round(run["rss_peak_second_half_mb"] / run["rss_peak_first_half_mb"] - 1, 3)
     report = (out / "benchmarks.md").read_text()
     assert "## Batch 1\n\nkept" in report and "## Daemon under load" in report and "| tatoeba-en-zh-small" in report
 

@@ -165,7 +165,9 @@ def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, 
         logger.info("sequential: %s", sequential)
         warmup = _run(daemon.url, texts, opts.clients, opts.warmup_seconds, sequential["requests"])
         rss_start = _rss_mb(daemon.process.pid)
-        concurrent = _run(daemon.url, texts, opts.clients, opts.seconds, sequential["requests"] + warmup["requests"])
+        with _RSSSampler(daemon.process.pid, RSS_SAMPLE_S) as sampler:
+            concurrent = _run(daemon.url, texts, opts.clients, opts.seconds,
+                              sequential["requests"] + warmup["requests"])
         rss_end = _rss_mb(daemon.process.pid)
         logger.info("%d clients: %s", opts.clients, concurrent)
     finally:
@@ -179,8 +181,53 @@ def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, 
         "ratio": round(concurrent["req_s"] / sequential["req_s"], 2) if sequential["req_s"] else None,
         "warmup": warmup, "rss_idle_mb": rss_idle, "rss_start_mb": rss_start, "rss_end_mb": rss_end,
         "rss_growth": round(rss_end / rss_start - 1, 3) if rss_start and rss_end else None,
-        "exit_code": exit_code,
+        **sampler.halves(), "exit_code": exit_code,
     }
+
+
+#: Seconds between the daemon's RSS samples during the concurrent run.
+RSS_SAMPLE_S = 0.5
+
+
+class _RSSSampler:
+    """Samples a process's RSS on a thread of its own while the ``with`` block runs.
+
+    RSS at one instant is mostly what the batches in flight hold (on the full shape it
+    swings by a hundred MB from one second to the next), so growth is the highest RSS of
+    the run's second half against that of its first half.
+    """
+
+    def __init__(self, pid: int, interval: float):
+        self.pid, self.interval = pid, interval
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        start = time.perf_counter()
+        while not self._stop.is_set():
+            rss = _rss_mb(self.pid)
+            if rss is not None:
+                self.samples.append((time.perf_counter() - start, rss))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> _RSSSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def halves(self) -> dict:
+        """``rss_peak_first_half_mb``, ``rss_peak_second_half_mb``, their ``rss_peak_growth``
+        and the sample count (``None`` figures with fewer than two samples)."""
+        middle = self.samples[-1][0] / 2 if self.samples else 0.0
+        first = [mb for t, mb in self.samples if t <= middle]
+        second = [mb for t, mb in self.samples if t > middle]
+        a, b = (max(first), max(second)) if first and second else (None, None)
+        return {"rss_samples": len(self.samples), "rss_peak_first_half_mb": a, "rss_peak_second_half_mb": b,
+                "rss_peak_growth": round(b / a - 1, 3) if a and b else None}
 
 
 def render_section(runs: dict) -> list[str]:
@@ -190,11 +237,13 @@ def render_section(runs: dict) -> list[str]:
              "driven over HTTP by LibreTranslate `/translate` requests of prose sentences: first one client "
              "sending requests one after another, then N clients at once for a fixed time; then SIGTERM. "
              "RSS is the daemon's: idle after loading, then at the start and the end of the concurrent run, "
-             "which follows a short concurrent warm-up (ONNX Runtime allocates for the larger batches there). "
-             "Each row names the command that measured it.", "",
+             "which follows a short concurrent warm-up (ONNX Runtime allocates for the larger batches there), "
+             f"and its highest in the first and in the second half of that run (sampled every {RSS_SAMPLE_S:g} s): "
+             "at any one instant RSS is mostly what the batches in flight hold, so the halves' peaks are what "
+             "shows growth. Each row names the command that measured it.", "",
              "| model | CPU | sentences a request | sequential req/s | clients | concurrent req/s | vs sequential "
-             "| p50 | p99 | errors | RSS idle; start → end | exit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| p50 | p99 | errors | RSS idle; start → end | RSS peak, first → second half | exit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs.values():
         seq, con, o = run["sequential"], run["concurrent"], run["options"]
         errors = sum(seq["errors"].values()) + sum(con["errors"].values())
@@ -204,8 +253,16 @@ def render_section(runs: dict) -> list[str]:
                      f"{o['sentences_per_request']} | {seq['req_s']} | {con['clients']} | {con['req_s']} | "
                      f"{run['ratio']}x | {con['p50_ms']} ms | {con['p99_ms']} ms | {errors} | "
                      f"{run.get('rss_idle_mb')}; {run['rss_start_mb']} → {run['rss_end_mb']} MB{growth} | "
-                     f"{run['exit_code']} |")
+                     f"{_peaks(run)} | {run['exit_code']} |")
     lines += [""] + [f"- {run['model']}: `{run['command']}` ({run['concurrent']['seconds']} s with "
                      f"{run['concurrent']['clients']} clients, {run['sequential']['seconds']} s sequential, "
                      f"{run['options']['threads']} ONNX Runtime threads)" for run in runs.values()]
     return lines + [""]
+
+
+def _peaks(run: dict) -> str:
+    """The halves' RSS peaks of a run, or "not sampled" for rows measured before they were."""
+    a, b, growth = run.get("rss_peak_first_half_mb"), run.get("rss_peak_second_half_mb"), run.get("rss_peak_growth")
+    if a is None or b is None:
+        return "not sampled"
+    return f"{a} → {b} MB" + ("" if growth is None else f" ({100 * growth:+.1f}%)")
