@@ -52,6 +52,17 @@ def test_bench_smoke_writes_report(tmp_path):
     assert data["documents"] == DOCS_RUN and "## Documents" in report and "placeholder figures kept" in report
     _check_load(data["load"], soak=True)
     assert "## Engine under load" in report and "| 16 |" in report and "max_bulk_batches=2" in report
+    # a report that fails to render leaves the files as they were (the kept sections' figures included)
+    from dataclasses import fields
+
+    from edge_translator.toolchain.bench import BenchResult, write_report
+
+    broken = BenchResult(**{f.name: data[f.name] for f in fields(BenchResult)})
+    broken.load = {**data["load"], "scheduler": {}}
+    before = {name: (out / name).read_bytes() for name in ("benchmarks.json", "benchmarks.md")}
+    with pytest.raises(KeyError):
+        write_report(broken, out)
+    assert {name: (out / name).read_bytes() for name in before} == before
 
 
 def _check_load(load, soak):
@@ -106,6 +117,16 @@ def test_bench_load_updates_only_its_section(tmp_path):
     assert report.startswith("# Benchmarks\n\nKept.\n\n## Engine under load\n")
     assert report.count("## Engine under load") == 1 and "\nold\n" not in report
     assert report.endswith("\n## Later\n\nAlso kept.\n") and "--soak-minutes 0" in report
+    # a load section measured before continuous batching was (which `bench --no-load` keeps) still renders
+    from edge_translator.toolchain.loadreport import render_section
+
+    older = json.loads(json.dumps(data["load"]))
+    for key in ("continuous", "ratio_continuous_vs_2"):
+        del older["scheduler"]["bulk"][key]
+    for pair in older["scheduler"]["interactive"]["callers"].values():
+        del pair["continuous"], pair["ratio_continuous"]
+    text = "\n".join(render_section(older))
+    assert "`max_bulk_batches=2`" in text and "| 1, rows join |" not in text and "`continuous=True` |" not in text
 
 
 def test_distinct_sentences_never_repeat():

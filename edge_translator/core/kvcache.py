@@ -59,9 +59,9 @@ SPARE_AGE_S = 2.0
 
 #: A batch lays its cross K/V out anew, smaller, once the rows left need this many fewer
 #: source positions than it holds (rows that join, :meth:`BoundDecoder.admit`, can make it
-#: hold many more than most rows need): every step reads
-#: the cross K/V of every row (at 32 rows of the opus-mt-en-zh shape, 0.8 MB a position, as
-#: much as the weights at 64 positions), and a relayout costs about one step's reading.
+#: hold many more than most rows need): every step reads the cross K/V of every row (at 32
+#: rows of the opus-mt-en-zh shape, 0.8 MB a position, as much as the weights at 64
+#: positions), and a relayout costs about one step's reading.
 SOURCE_SLACK = 32
 
 

@@ -593,11 +593,13 @@ def write_report(result: BenchResult, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = out_dir / "benchmarks.json"
     earlier = json.loads(previous.read_text()) if previous.is_file() else {}
+    report = render_markdown(result, "benchmarks-throughput.png")  # before anything is written: a report
+    sections = {key: (heading, render(earlier[key])) for key, (heading, render) in own_runs.items()
+                if earlier.get(key)}  # that fails to render must not cost the kept sections their figures
     plot_throughput(result, out_dir / "benchmarks-throughput.png")
     (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     path = out_dir / "benchmarks.md"
-    path.write_text(render_markdown(result, "benchmarks-throughput.png"))
-    for key, (heading, render) in own_runs.items():
-        if earlier.get(key):
-            update_section(out_dir, key, earlier[key], heading, render(earlier[key]))
+    path.write_text(report)
+    for key, (heading, lines) in sections.items():
+        update_section(out_dir, key, earlier[key], heading, lines)
     return path

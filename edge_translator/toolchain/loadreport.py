@@ -79,10 +79,10 @@ def render_section(load: dict) -> list[str]:
         *(f"| {name} | {bulk[key]['tok_s']} | {bulk[key]['best_tok_s']} | {percent(bulk[key]['others_cpu'])} |"
           for name, key in (("`max_bulk_batches=1`", "max_bulk_batches_1"),
                             ("`max_bulk_batches=2`", "max_bulk_batches_2"), ("`continuous=True`", "continuous"),
-                            ("no-tail bound", "no_tail_bound"))),
+                            ("no-tail bound", "no_tail_bound")) if key in bulk),  # runs before it lack "continuous"
         "",
         f"Two bulk batches against one: {_times(bulk['ratio_2_vs_1'])}; rows joining against two batches: "
-        f"{_times(bulk['ratio_continuous_vs_2'])}; the bound against two: {_times(bulk['ratio_bound_vs_2'])} "
+        f"{_times(bulk.get('ratio_continuous_vs_2'))}; the bound against two: {_times(bulk['ratio_bound_vs_2'])} "
         f"(best against best {_times(ratio(bulk['no_tail_bound']['best_tok_s'], two['best_tok_s']))}).",
         "",
         "Concurrent callers, and one text of many sentences, with one and with four interactive batches "
@@ -93,9 +93,11 @@ def render_section(load: dict) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for n, pair in many["callers"].items():
-        for k, row, against in (("1", pair["max_interactive_batches_1"], None),
-                                ("4", pair["max_interactive_batches_4"], pair["ratio_4_vs_1"]),
-                                ("1, rows join", pair["continuous"], pair["ratio_continuous"])):
+        rows = [("1", pair["max_interactive_batches_1"], None),
+                ("4", pair["max_interactive_batches_4"], pair["ratio_4_vs_1"])]
+        if "continuous" in pair:
+            rows.append(("1, rows join", pair["continuous"], pair["ratio_continuous"]))
+        for k, row, against in rows:
             lines.append(f"| {n} | {k} | {row['tok_s']} | {row['best_tok_s']} | {row['p50_ms']} ms "
                          f"| {row['p95_ms']} ms | {_times(against) if against else ''} "
                          f"| {percent(row['others_cpu'])} |")
