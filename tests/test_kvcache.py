@@ -10,7 +10,7 @@ import pytest
 from edge_translator.core.bundle import load_bundle
 from edge_translator.core.decode import GreedyBatch, Seq2Seq
 from edge_translator.core.kvcache import (SOURCE_ALIGN, SOURCE_SLACK, BoundDecoder, BufferPool, KVBuffers, SharedKV,
-                                         cross_alignment, encode_bound, mapped)
+                                         cross_alignment, encode_bound, encoder_groups, mapped)
 from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
@@ -173,8 +173,9 @@ def graph_parts(request, fp32_parts):
 
 @pytest.mark.parametrize("rows, seed", [(1, 3), (4, 8), (13, 21)])
 def test_encode_bound_writes_exactly_what_the_encoder_returns(graph_parts, rows, seed):
-    """Batches of several sizes and source lengths: the cross K/V written into the pool's
-    buffer are the encoder's own outputs, value for value, in one array a batch."""
+    """Batches of several sizes and source lengths, encoded in one call: the cross K/V
+    written into the pool's buffer are the encoder's own outputs, value for value, in one
+    array a batch."""
     _, _, model = graph_parts
     assert model.binds_encoder  # what greedy batches of real sessions use
     ids, mask = model.pad(_sources(graph_parts, rows, seed))
@@ -185,13 +186,104 @@ def test_encode_bound_writes_exactly_what_the_encoder_returns(graph_parts, rows,
     spare[:] = np.nan  # whatever was there before must all be overwritten
     pool.give(spare)
     buffer, cross_k, cross_v = encode_bound(model.encoder, ids, mask, model.layers, model.heads, model.head_dim,
-                                            model.cross_align, pool=pool)
+                                            model.cross_align, pool=pool, call_positions=10**9)  # one call
     assert buffer is spare and pool.spare_bytes == 0
     assert len(cross_k) == len(cross_v) == model.layers
     for mine, theirs in zip(cross_k + cross_v, expected_k + expected_v):
         assert mine.shape == theirs.shape == (rows, model.heads, aligned, model.head_dim)
         np.testing.assert_array_equal(mine, theirs)
         assert np.shares_memory(mine, buffer)
+
+
+def _best_split_cost(widths: list[int], call: int) -> int:
+    """The cheapest split of sorted widths into runs, by trying every one (2^(n-1) of them)."""
+    n, best = len(widths), None
+    for cuts in range(1 << (n - 1)):
+        cost, start = 0, 0
+        for end in range(1, n + 1):
+            if end == n or cuts >> (end - 1) & 1:
+                cost += (end - start) * widths[end - 1] + call
+                start = end
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_encoder_groups_are_the_cheapest_split_of_the_rows(seed):
+    """Random batches (spread lengths, equal lengths, short rows with a long tail; alignments
+    1 and 16; calls free, cheap and dear): the groups partition the rows, shortest first
+    and without interleaving, and no split of the sorted rows runs fewer positions, calls
+    counted."""
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 10))
+    kind = seed % 3
+    lengths = (rng.integers(3, 40, rows) if kind == 0 else np.full(rows, int(rng.integers(3, 40))) if kind == 1
+               else np.concatenate([rng.integers(3, 12, rows), rng.integers(100, 300, 2)]))
+    align = (1, SOURCE_ALIGN)[seed % 2]
+    for call in (0, 8, 10**6):
+        groups = encoder_groups(lengths, align, call)
+        assert sorted(np.concatenate(groups).tolist()) == list(range(len(lengths)))
+        width = -(-lengths // align) * align
+        cost = sum(len(g) * int(width[g].max()) + call for g in groups)
+        assert cost == _best_split_cost(sorted(width.tolist()), call)
+        for before, after in zip(groups, groups[1:]):
+            assert lengths[before].max() <= lengths[after].min()
+        if call == 10**6 or len(set(width.tolist())) == 1:
+            assert len(groups) == 1
+
+
+@pytest.mark.parametrize("rows, seed", [(4, 8), (13, 21)])
+def test_encode_bound_in_groups_writes_each_rows_own_cross_kv(graph_parts, rows, seed):
+    """A batch with a long tail, encoded in groups (every split taken: calls cost nothing):
+    each row's cross K/V over its source are the encoder's for that row (to float
+    rounding), the positions past its group's are zeros, nothing is left unwritten, and the
+    groups' buffers go back to the pool."""
+    bundle, tokenizer, model = graph_parts
+    sources = _sources(graph_parts, rows, seed)
+    sources[1] = (sources[1][:-1] * 6)[: bundle.max_positions - 1] + [bundle.eos_id]  # far longer than the rest
+    ids, mask = model.pad(sources)
+    lengths = mask.sum(1)
+    groups = encoder_groups(lengths, model.cross_align, 0)
+    assert len(groups) > 1
+    pool = BufferPool(spares=4)
+    aligned = -(-ids.shape[1] // model.cross_align) * model.cross_align
+    spare = pool.take(2 * model.layers * rows * model.heads * aligned * model.head_dim)
+    spare[:] = np.nan  # whatever was there before must all be overwritten
+    pool.give(spare)
+    buffer, cross_k, cross_v = encode_bound(model.encoder, ids, mask, model.layers, model.heads, model.head_dim,
+                                            model.cross_align, pool=pool, call_positions=0)
+    assert buffer is spare and pool.spare_bytes > 0  # the groups' own buffers came back
+    for group in groups:
+        width = int(lengths[group].max())
+        held = -(-width // model.cross_align) * model.cross_align
+        for row in group:
+            alone_k, alone_v = model.encode(ids[row:row + 1, :width], mask[row:row + 1, :width])
+            real = int(lengths[row])  # positions past a row's source are masked: any finite value goes
+            for mine, theirs in zip([c[row] for c in cross_k + cross_v], alone_k + alone_v):
+                assert mine.shape == (model.heads, aligned, model.head_dim)
+                np.testing.assert_allclose(mine[:, :real], theirs[0][:, :real], rtol=1e-4, atol=1e-5)
+                assert np.isfinite(mine).all()
+                assert not mine[:, held:].any()
+
+
+def test_encoding_in_groups_changes_no_output(graph_parts, tie_counter, monkeypatch):
+    """Greedy outputs of a batch with a long tail are the same whether its encoder ran in
+    groups or in one call (near-ties aside): the decoder masks what the groups leave as zeros."""
+    import edge_translator.core.kvcache as kvcache
+
+    bundle, tokenizer, model = graph_parts
+    sources = _sources(graph_parts, 9, 17)
+    sources[4] = (sources[4][:-1] * 5)[: bundle.max_positions - 1] + [bundle.eos_id]
+    lengths = [len(s) for s in sources]
+    assert len(encoder_groups(lengths, model.cross_align)) > 1
+    scorer = onnx_next_logprobs(model)
+    grouped = model.greedy_all(sources, 20)
+    monkeypatch.setattr(kvcache, "ENCODER_CALL_POSITIONS", 10**9)
+    assert len(encoder_groups(lengths, model.cross_align)) == 1
+    whole = model.greedy_all(sources, 20)
+    for src, mine, theirs in zip(sources, grouped, whole):
+        assert_equal_or_tie(tie_counter, src, mine.ids, theirs.ids, lambda: greedy_tie(
+            src, mine.ids, theirs.ids, bundle.eos_id, scorer, mine.stop == "eos", theirs.stop == "eos"))
 
 
 def test_bound_decoder_refuses_a_cross_buffer_its_views_are_not_from(fp32_parts):
