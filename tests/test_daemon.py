@@ -253,6 +253,12 @@ def test_health_and_metrics(demo):
     for name in ("edge_translator_sentences_total", "edge_translator_output_tokens_total",
                  "edge_translator_batch_size_bucket", "edge_translator_queue_depth", "process_resident_memory_bytes"):
         assert name in text, name
+    stats = daemon.app.translator.engine.stats()
+    for name, value in (("edge_translator_decoder_steps_total", stats.steps),
+                        ("edge_translator_failed_batches_total", stats.failed_batches),
+                        ("edge_translator_admitted_rows_total", stats.admitted)):
+        assert f"{name} {float(value)}" in text.splitlines(), name
+    assert stats.steps > 0
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -407,6 +413,8 @@ def test_a_runtime_failure_is_a_500_and_the_server_goes_on(demo_parts):
         assert status == 500 and "translation failed: ONNX Runtime failed" in error["error"]
         encoder.fail_when = None
         assert client.json("POST", "/translate", {"q": "Hello there.", "target": "zh"})[0] == 200
+        metrics = client.call("GET", "/metrics")[2].decode().splitlines()
+        assert "edge_translator_failed_batches_total 1.0" in metrics  # what an alert would watch
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """``GET /metrics``: the daemon's counters in the Prometheus text format (``prometheus_client``).
 
 Requests by route and status, latency histograms per route, sentences and tokens
-translated, the engine's batch sizes and queue depth (read from its public
+translated, the engine's batch sizes, queue depth, steps, failed batches and rows that
+joined running batches (read from its public
 :meth:`~edge_translator.core.engine.Engine.stats` at scrape time), and the process's
 resident memory. Each :class:`Metrics` has its own registry, so several daemons (tests)
 can live in one process.
@@ -59,6 +60,12 @@ class _EngineCollector:
         yield GaugeMetricFamily("edge_translator_queue_depth", "Sentences waiting to start", value=stats.queued)
         yield GaugeMetricFamily("edge_translator_decoding_rows", "Sentences decoding now", value=stats.decoding)
         yield CounterMetricFamily("edge_translator_decoder_steps", "Decoder steps run", value=stats.steps)
+        yield CounterMetricFamily("edge_translator_failed_batches",
+                                  "Batches ONNX Runtime failed on (their submissions failed, the engine went on)",
+                                  value=stats.failed_batches)
+        yield CounterMetricFamily("edge_translator_admitted_rows",
+                                  "Sentences that joined a batch already decoding (continuous batching)",
+                                  value=stats.admitted)
         buckets, total, count = [], 0, 0
         for edge in (1, 2, 4, 8, 16, 32, 64, 128):
             count = sum(n for size, n in stats.batch_sizes.items() if size <= edge)
