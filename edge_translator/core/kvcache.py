@@ -378,8 +378,9 @@ def encoder_groups(lengths, align: int = 1, call_positions: int | None = None) -
 
     One call pads every row to the batch's longest source, and the encoder's cost is its
     positions, padding included. A batch taken from a length-sorted queue is mostly of one
-    length, but its last batch holds the long tail: the 64 longest of 256 prose sentences
-    run from 58 to 279 tokens, and padding them all to 279 was 41% of that job's time.
+    length, but its last batch holds the long tail: of 256 prose sentences at batch 64 the
+    last batch runs from 58 to 279 tokens, and its one padded call took 7.3 s of the job's
+    25.6 (2.7 s in groups).
     The groups are the split of the rows, sorted by length, that runs the fewest positions
     (each rounded up to ``align``, as the encoder lays its K/V out), counting each call as
     ``call_positions`` more; found exactly, by dynamic programming over the split points.
