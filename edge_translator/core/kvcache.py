@@ -431,7 +431,8 @@ def encode_bound(encoder, input_ids: np.ndarray, mask: np.ndarray, layers: int, 
     Args:
         encoder: The encoder's ONNX Runtime session (outputs ``cross_key.i`` and
             ``cross_value.i``, float32 ``[rows, heads, source, head_dim]``).
-        input_ids: ``[rows, source]`` int64; ``mask`` likewise.
+        input_ids: ``[rows, source]`` int64; ``mask`` likewise, right-padded (each row's
+            ones first).
         align: The encoder's :func:`cross_alignment`: the K/V hold ``source`` rounded up
             to a multiple of it.
 
@@ -452,24 +453,32 @@ def encode_bound(encoder, input_ids: np.ndarray, mask: np.ndarray, layers: int, 
     try:
         if len(groups) == 1:
             _encode_into(encoder, input_ids, mask, cross, layers, run_options)
-        for group in groups if len(groups) > 1 else ():
-            width = int(lengths[group].max(initial=1))
-            held = -(-width // align) * align
-            part_shape = (2 * layers, len(group), heads, held, head_dim)
-            part_count = int(np.prod(part_shape))
-            spare = pool.take(part_count)
-            try:
-                part = spare[:part_count].reshape(part_shape)
-                _encode_into(encoder, np.ascontiguousarray(input_ids[group, :width]),
-                             np.ascontiguousarray(mask[group, :width]), part, layers, run_options)
-                cross[:, group, :, :held] = part
-                cross[:, group, :, held:] = 0.0
-            finally:
-                pool.give(spare)
+        else:
+            for group in groups:
+                _encode_group(encoder, input_ids, mask, int(lengths[group].max()), group, cross, align, run_options,
+                              pool)
     except BaseException:
         pool.give(buffer)
         raise
     return buffer, [cross[i] for i in range(layers)], [cross[layers + i] for i in range(layers)]
+
+
+def _encode_group(encoder, input_ids: np.ndarray, mask: np.ndarray, width: int, group: np.ndarray,
+                  cross: np.ndarray, align: int, run_options, pool: BufferPool) -> None:
+    """Encode the rows ``group`` of a right-padded batch, cut to ``width`` positions, into a
+    spare buffer, and copy their cross K/V into ``cross``, zeros past them."""
+    held = -(-width // align) * align
+    shape = (cross.shape[0], len(group), cross.shape[2], held, cross.shape[4])
+    count = int(np.prod(shape))
+    spare = pool.take(count)
+    try:
+        part = spare[:count].reshape(shape)
+        _encode_into(encoder, np.ascontiguousarray(input_ids[group, :width]), np.ascontiguousarray(mask[group, :width]),
+                     part, cross.shape[0] // 2, run_options)
+        cross[:, group, :, :held] = part
+        cross[:, group, :, held:] = 0.0
+    finally:
+        pool.give(spare)
 
 
 def _encode_into(encoder, input_ids: np.ndarray, mask: np.ndarray, cross: np.ndarray, layers: int,
