@@ -232,6 +232,12 @@ def test_encoder_groups_are_the_cheapest_split_of_the_rows(seed):
             assert len(groups) == 1
 
 
+def test_encoder_groups_count_an_empty_row_as_one_position():
+    """A row with no positions still needs one in an encoder call: it groups as length 1."""
+    assert [g.tolist() for g in encoder_groups([0, 0, 50], 1, 0)] == [[0, 1], [2]]
+    assert [g.tolist() for g in encoder_groups([0, 1], 1, 0)] == [[0, 1]]
+
+
 @pytest.mark.parametrize("rows, seed", [(4, 8), (13, 21)])
 def test_encode_bound_in_groups_writes_each_rows_own_cross_kv(graph_parts, rows, seed):
     """A batch with a long tail, encoded in groups (every split taken: calls cost nothing):

@@ -396,7 +396,7 @@ def encoder_groups(lengths, align: int = 1, call_positions: int | None = None) -
         group holding every row when a split saves nothing.
     """
     call_positions = ENCODER_CALL_POSITIONS if call_positions is None else call_positions
-    lengths = np.asarray(lengths, np.int64)
+    lengths = np.maximum(np.asarray(lengths, np.int64), 1)  # a call needs a position
     order = np.argsort(lengths, kind="stable")
     width = -(-lengths[order] // align) * align
     rows = len(width)
@@ -455,8 +455,8 @@ def encode_bound(encoder, input_ids: np.ndarray, mask: np.ndarray, layers: int, 
             _encode_into(encoder, input_ids, mask, cross, layers, run_options)
         else:
             for group in groups:
-                _encode_group(encoder, input_ids, mask, int(lengths[group].max()), group, cross, align, run_options,
-                              pool)
+                width = max(1, int(lengths[group].max()))
+                _encode_group(encoder, input_ids, mask, width, group, cross, align, run_options, pool)
     except BaseException:
         pool.give(buffer)
         raise
