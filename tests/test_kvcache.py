@@ -272,6 +272,51 @@ def test_encode_bound_in_groups_writes_each_rows_own_cross_kv(graph_parts, rows,
                 assert not mine[:, held:].any()
 
 
+class _FailingEncoder:
+    """An encoder session whose ``fail_at``-th IO-binding call raises, as ONNX Runtime would."""
+
+    def __init__(self, inner, fail_at: int):
+        self.inner, self.fail_at, self.calls = inner, fail_at, 0
+
+    def io_binding(self):
+        return self.inner.io_binding()
+
+    def run_with_iobinding(self, binding, run_options=None):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
+        return self.inner.run_with_iobinding(binding, run_options)
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_a_failing_group_call_gives_every_buffer_back(fp32_parts, fail_at):
+    """ONNX Runtime failing in the first or a later group's call: the error reaches the
+    caller, and the batch's buffer and the group's spare are both back in the pool."""
+    bundle, tokenizer, model = fp32_parts
+    sources = _sources(fp32_parts, 5, 9)
+    sources[2] = (sources[2][:-1] * 6)[: bundle.max_positions - 1] + [bundle.eos_id]
+    ids, mask = model.pad(sources)
+    assert len(encoder_groups(mask.sum(1), model.cross_align)) >= fail_at
+    taken, given = [], []
+
+    class Counting(BufferPool):
+        def take(self, count):
+            taken.append(super().take(count))
+            return taken[-1]
+
+        def give(self, buffer):
+            given.append(buffer)
+            super().give(buffer)
+
+    encoder = _FailingEncoder(model.encoder, fail_at)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        encode_bound(encoder, ids, mask, model.layers, model.heads, model.head_dim, model.cross_align,
+                     pool=Counting(spares=8))
+    assert encoder.calls == fail_at
+    assert len(taken) == fail_at + 1  # the batch's buffer, and one spare a group tried
+    assert sorted(map(id, given)) == sorted(map(id, taken))
+
+
 def test_encoding_in_groups_changes_no_output(graph_parts, tie_counter, monkeypatch):
     """Greedy outputs of a batch with a long tail are the same whether its encoder ran in
     groups or in one call (near-ties aside): the decoder masks what the groups leave as zeros."""
