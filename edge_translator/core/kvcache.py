@@ -355,8 +355,9 @@ class SharedKV:
         self._buffer = None
 
 
-def _aligned(length: int) -> int:
-    return -(-length // SOURCE_ALIGN) * SOURCE_ALIGN
+def _aligned(length, align: int = SOURCE_ALIGN):
+    """``length`` (an int or an array of them) rounded up to a multiple of ``align``."""
+    return -(-length // align) * align
 
 
 def _bind(binding, name: str, array: np.ndarray, output: bool = False) -> None:
@@ -398,7 +399,7 @@ def encoder_groups(lengths, align: int = 1, call_positions: int | None = None) -
     call_positions = ENCODER_CALL_POSITIONS if call_positions is None else call_positions
     lengths = np.maximum(np.asarray(lengths, np.int64), 1)  # a call needs a position
     order = np.argsort(lengths, kind="stable")
-    width = -(-lengths[order] // align) * align
+    width = _aligned(lengths[order], align)
     rows = len(width)
     best = np.zeros(rows + 1)  # best[j]: the cheapest split of the first j sorted rows
     cut = np.zeros(rows + 1, np.int64)
@@ -443,7 +444,7 @@ def encode_bound(encoder, input_ids: np.ndarray, mask: np.ndarray, layers: int, 
     """
     pool = pool if pool is not None else BufferPool(spares=0)
     rows, source = input_ids.shape
-    shape = (2 * layers, rows, heads, -(-source // align) * align, head_dim)
+    shape = (2 * layers, rows, heads, _aligned(source, align), head_dim)
     count = int(np.prod(shape))
     buffer = pool.take(count)
     cross = buffer[:count].reshape(shape)
@@ -467,7 +468,7 @@ def _encode_group(encoder, input_ids: np.ndarray, mask: np.ndarray, width: int, 
                   cross: np.ndarray, align: int, run_options, pool: BufferPool) -> None:
     """Encode the rows ``group`` of a right-padded batch, cut to ``width`` positions, into a
     spare buffer, and copy their cross K/V into ``cross``, zeros past them."""
-    held = -(-width // align) * align
+    held = _aligned(width, align)
     shape = (cross.shape[0], len(group), cross.shape[2], held, cross.shape[4])
     count = int(np.prod(shape))
     spare = pool.take(count)
