@@ -369,3 +369,16 @@ def test_fuzzed_input_never_raises_and_round_trips(source):
     marked = re.compile("\u27e6(.*?)\u27e7", re.S)
     assert [_html.unescape(raw) for raw in marked.findall(out)] == [piece.text for piece in pieces]
     assert skeleton(marked.split(out)[::2]) == skeleton(outside(source, pieces))
+
+
+def test_xml_translates_text_nodes_only_and_ignoring_adds_skipped_elements():
+    from edge_translator.core.markup import HTML, XML
+
+    source = '<doc title="T"><code>a b</code><p alt="A">Hello</p><keep>Bob</keep><br>Tail</br></doc>'
+    assert [p.text for p in extract(source, XML)] == ["a b", "Hello", "Bob", "Tail"]
+    assert [p.text for p in extract(source, XML.ignoring(["KEEP", " "]))] == ["a b", "Hello", "Tail"]
+    assert [p.text for p in extract(source)] == ["T", "A", "Hello", "Bob", "Tail"]
+    # a skipped element keeps its own translated attributes, as <textarea placeholder> does
+    assert [p.text for p in extract(source, HTML.ignoring(["keep", "p"]))] == ["T", "A", "Tail"]
+    upper = translate_html(source, lambda texts: [t.upper() for t in texts], XML.ignoring(["keep"]))
+    assert upper == '<doc title="T"><code>A B</code><p alt="A">HELLO</p><keep>Bob</keep><br>TAIL</br></doc>'

@@ -19,6 +19,11 @@ else from the source; :func:`translate_html` does both around one batched call.
 - A tag, comment or declaration the parser cannot close is markup, never text; one still
   open at the end of the input hides the rest, as it does in HTML.
 
+:class:`Markup` changes what is skipped and what is translated: :data:`XML` translates
+text nodes only (no element is skipped, no attribute translated), and
+:meth:`Markup.ignoring` adds elements whose content is left alone (DeepL's
+``ignore_tags``).
+
 Limitations: inline elements split a sentence, so ``<p>Hello <b>world</b>!</p>`` gives
 "Hello", "world" and "!" to translate separately. Implied end tags are not inferred: a
 skipped element runs to its own end tag or the end of the input. ``translate="yes"``
@@ -33,7 +38,7 @@ from __future__ import annotations
 import html as _html
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 
 #: Elements whose content is never translated.
@@ -59,6 +64,28 @@ _NEEDS_QUOTES = re.compile(r"""[\s"'=`]|^$""")
 
 
 @dataclass(frozen=True)
+class Markup:
+    """What :func:`extract` leaves alone and what it translates."""
+
+    skipped: frozenset[str] = SKIPPED_ELEMENTS
+    """Elements whose content is never translated (lower-case names)."""
+    attributes: frozenset[str] = TRANSLATED_ATTRIBUTES
+    """Attributes whose values are translated."""
+    void: frozenset[str] = VOID_ELEMENTS
+    """Elements that have no content and no end tag."""
+
+    def ignoring(self, tags) -> Markup:
+        """These options with the content of ``tags`` (names, any case) left alone too."""
+        return replace(self, skipped=self.skipped | {tag.strip().lower() for tag in tags if tag.strip()})
+
+
+#: HTML: :data:`SKIPPED_ELEMENTS` left alone, :data:`TRANSLATED_ATTRIBUTES` translated.
+HTML = Markup()
+#: XML: every text node translated, every element and attribute kept as it is.
+XML = Markup(skipped=frozenset(), attributes=frozenset(), void=frozenset())
+
+
+@dataclass(frozen=True)
 class Piece:
     """One translatable run of text found in the markup."""
 
@@ -68,9 +95,9 @@ class Piece:
     kind: str   #: "text" (a text node) or "attribute" (a translated attribute's value)
 
 
-def extract(html: str) -> list[Piece]:
-    """The translatable pieces of ``html``, in document order."""
-    scanner = _Scanner(html)
+def extract(html: str, markup: Markup = HTML) -> list[Piece]:
+    """The translatable pieces of ``html`` (or XML, with :data:`XML`), in document order."""
+    scanner = _Scanner(html, markup)
     try:
         scanner.feed(html)
         scanner.close()
@@ -78,6 +105,12 @@ def extract(html: str) -> list[Piece]:
         pass
     scanner.flush()
     return scanner.pieces
+
+
+def visible_text(html: str, markup: Markup = HTML) -> str:
+    """The text of ``html`` that would be translated, its pieces joined by spaces (what
+    language detection should look at)."""
+    return " ".join(piece.text for piece in extract(html, markup))
 
 
 def rebuild(html: str, pieces: list[Piece], translations: list[str]) -> str:
@@ -105,13 +138,13 @@ def rebuild(html: str, pieces: list[Piece], translations: list[str]) -> str:
     return "".join(out)
 
 
-def translate_html(html: str, translate: Callable[[list[str]], list[str]]) -> str:
+def translate_html(html: str, translate: Callable[[list[str]], list[str]], markup: Markup = HTML) -> str:
     """Translate the text of ``html``, calling ``translate`` once with every piece's text.
 
     ``translate`` is not called when there is nothing to translate. Raises
     :class:`ValueError` when it returns a different number of strings than it was given.
     """
-    pieces = extract(html)
+    pieces = extract(html, markup)
     if not pieces:
         return html
     translations = list(translate([piece.text for piece in pieces]))
@@ -152,9 +185,10 @@ def _no_translate(attrs: list[tuple[str, str | None]]) -> bool:
 class _Scanner(HTMLParser):
     """Collects pieces while the parser walks the source, tracking skipped subtrees."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, markup: Markup = HTML) -> None:
         super().__init__(convert_charrefs=False)
         self.source = source
+        self.markup = markup
         self.pieces: list[Piece] = []
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
         self._skipped: list[str] = []  # open elements of the skipped subtree, innermost last
@@ -204,7 +238,7 @@ class _Scanner(HTMLParser):
         self._text("&#" + name, reference=True)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._start(tag, attrs, closed=tag in VOID_ELEMENTS)
+        self._start(tag, attrs, closed=tag in self.markup.void)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._start(tag, attrs, closed=True)
@@ -214,7 +248,7 @@ class _Scanner(HTMLParser):
         skip = bool(self._skipped) or self._unclosed or _no_translate(attrs)
         if not skip:
             self._attributes(attrs)
-            skip = tag in SKIPPED_ELEMENTS
+            skip = tag in self.markup.skipped
         if skip and not closed:
             self._skipped.append(tag)
 
@@ -249,7 +283,8 @@ class _Scanner(HTMLParser):
 
     def _attributes(self, attrs: list[tuple[str, str | None]]) -> None:
         """Add the translated attributes' values, if this tag reads as the parser read it."""
-        if not any(name in TRANSLATED_ATTRIBUTES for name, _ in attrs):
+        translated = self.markup.attributes
+        if not any(name in translated for name, _ in attrs):
             return
         raw, start = self.get_starttag_text(), self._offset()
         if not raw or not self.source.startswith(raw, start):
@@ -261,7 +296,7 @@ class _Scanner(HTMLParser):
             group = next((g for g in ("double", "single", "bare") if match.group(g) is not None), None)
             value = None if group is None else _html.unescape(match.group(group))
             found.append((match.group("name").lower(), value))
-            if group and found[-1][0] in TRANSLATED_ATTRIBUTES:
+            if group and found[-1][0] in translated:
                 spans.append(match.span(group))
         if found == attrs:
             for value_start, value_end in spans:
