@@ -169,8 +169,16 @@ def test_languages_settings_and_detect(demo):
 @pytest.mark.parametrize("text,low,high", [
     ("The quick brown fox jumps over the lazy dog, and it was not amused by any of this.", 90, 100),
     ("Hello world", 60, 100),
-    ("Le chat est sur la table et il dort depuis ce matin.", 55, 75),
-    ("Der Hund schläft im Garten, weil es heute sehr warm ist.", 55, 75),
+    ("Contact us", 60, 100),
+    ("La Croix sparkling water", 55, 100),  # one foreign function word is not enough
+    ("Hola", 55, 65),
+    ("Le chat est sur la table et il dort depuis ce matin.", 0, 29),
+    ("Der Hund schläft im Garten, weil es heute sehr warm ist.", 0, 29),
+    ("Ich bin in Berlin, was machst du an diesem Tag?", 0, 29),  # "in" and "was" are English words too
+    ("Dit is een mooi huis in de stad.", 0, 29),
+    ("El perro come en la casa con su familia.", 0, 29),
+    ("Una pizza con la mozzarella, per favore.", 0, 29),
+    ("O livro está na mesa da sala.", 0, 29),
     ("我们明天早上八点在火车站见面。", 0, 5),
     ("Мы встретимся завтра утром на вокзале.", 0, 5),
     ("12345 67.89 %%% ---", 50, 50),
@@ -179,6 +187,53 @@ def test_english_confidence_classes(text, low, high):
     from edge_translator.daemon.languages import english_confidence
 
     assert low <= english_confidence(text) <= high
+
+
+@pytest.mark.parametrize("text,language", [
+    ("Le chat est sur la table et il dort depuis ce matin.", "fr"),
+    ("Ich bin in Berlin, was machst du an diesem Tag?", "de"),
+    ("El perro come en la casa con su familia.", "es"),
+    ("Una pizza con la mozzarella, per favore.", "it"),
+    ("Dit is een mooi huis in de stad.", "nl"),
+    ("今天天气很好，我们去公园散步吧。", "zh"),
+    ("Мы встретимся завтра утром на вокзале.", "und"),
+    ("Where is the train station?", "en"),
+])
+def test_detect_names_the_likeliest_language_first(text, language):
+    from edge_translator.daemon.languages import detect
+
+    found = detect(text)
+    assert found[0]["language"] == language and found[0]["confidence"] >= 50
+    assert [entry["confidence"] for entry in found] == sorted((e["confidence"] for e in found), reverse=True)
+
+
+def test_auto_source_judges_the_request_whole_and_passes_chinese_through(demo):
+    _, client = demo
+    # a page of English with one word in Chinese: everything comes back, the Chinese as it was
+    status, body = client.json("POST", "/translate", {"q": ["Welcome to our site", "東京", "Contact us"],
+                                                      "source": "auto", "target": "zh"})
+    assert status == 200 and body["translatedText"][1] == "東京"
+    assert _cjk(body["translatedText"][0]) and _cjk(body["translatedText"][2])
+    assert [d["language"] for d in body["detectedLanguage"]] == ["en", "zh", "en"]
+    # a request that is German as a whole is refused, naming the way to force it
+    status, body = client.json("POST", "/translate", {"q": "Ich bin in Berlin, was machst du an diesem Tag?",
+                                                      "source": "auto", "target": "zh"})
+    assert status == 400 and "looks like de" in body["error"] and "set source to en" in body["error"]
+    status, body = client.json("POST", "/translate", {"q": "Ich bin in Berlin, was machst du an diesem Tag?",
+                                                      "source": "en", "target": "zh"})
+    assert status == 200
+    # DeepL without source_lang: the same judgement, Chinese reported as ZH and left alone
+    auth = {"Authorization": "DeepL-Auth-Key k"}
+    status, body = client.json("POST", "/v2/translate", {"text": ["Good morning.", "你好世界"], "target_lang": "ZH"},
+                               headers=auth)
+    assert status == 200 and [t["detected_source_language"] for t in body["translations"]] == ["EN", "ZH"]
+    assert body["translations"][1]["text"] == "你好世界" and body["translations"][1]["billed_characters"] == 4
+    status, body = client.json("POST", "/v2/translate", {"text": ["Le chat est sur la table et il dort."],
+                                                         "target_lang": "ZH"}, headers=auth)
+    assert status == 400 and "looks like fr" in body["message"] and "source_lang" in body["message"]
+    status, body = client.json("POST", "/v2/translate", {"text": ["Le chat est sur la table et il dort."],
+                                                         "target_lang": "ZH", "source_lang": "EN"}, headers=auth)
+    assert status == 200
 
 
 # -- DeepL ---------------------------------------------------------------------------------------
@@ -261,6 +316,40 @@ def test_health_and_metrics(demo):
     assert stats.steps > 0
 
 
+def test_deepl_xml_ignore_tags_and_glossary_listing(demo):
+    """What Weblate's DeepL backend sends: tag_handling xml with ignore_tags, and glossary listings."""
+    _, client = demo
+    auth = {"Authorization": "DeepL-Auth-Key k"}
+    xml = '<x id="1" title="Keep me">Good morning</x>, <keep>Bob Smith</keep> and <y/>friends.'
+    status, body = client.json("POST", "/v2/translate", {"text": [xml], "source_lang": "EN", "target_lang": "ZH-HANS",
+                                                         "tag_handling": "xml", "ignore_tags": ["keep"]}, headers=auth)
+    out = body["translations"][0]["text"]
+    assert status == 200 and out.startswith('<x id="1" title="Keep me">') and "<keep>Bob Smith</keep>" in out
+    assert "<y/>" in out and "Good morning" not in out and _cjk(out)
+    # a form gives the ignored tags comma-separated; HTML honours them too
+    status, form = client.form("/v2/translate", [("text", "<p>Hello <keep>Bob Smith</keep> there.</p>"),
+                                                 ("target_lang", "ZH"), ("tag_handling", "html"),
+                                                 ("ignore_tags", "keep,x")], headers=auth)
+    assert status == 200 and "<keep>Bob Smith</keep>" in form["translations"][0]["text"]
+    for path, key in (("/v2/glossaries", "glossaries"), ("/v2/glossary-language-pairs", "supported_languages")):
+        status, listing = client.json("GET", path, headers=auth)
+        assert status == 200 and listing == {key: []}
+
+
+def test_unused_file_parts_and_a_negative_alternatives_count_do_no_harm(demo):
+    _, client = demo
+    boundary = "xyz"
+    fields = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
+                     for k, v in (("q", "Where is the station?"), ("source", "en"), ("target", "zh")))
+    empty_file = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename=""\r\n'
+                  "Content-Type: application/octet-stream\r\n\r\n\r\n")
+    status, body = client.json("POST", "/translate", fields + empty_file + f"--{boundary}--\r\n",
+                               content_type=f"multipart/form-data; boundary={boundary}")
+    assert status == 200 and _cjk(body["translatedText"])
+    status, body = client.json("POST", "/translate", {"q": "Hi", "target": "zh", "alternatives": -1})
+    assert status == 200 and "alternatives" not in body
+
+
 # -- errors ----------------------------------------------------------------------------------------
 TRANSLATE = "/translate"
 ERRORS = [
@@ -291,9 +380,16 @@ ERRORS = [
     ("not English, auto", "POST", TRANSLATE,
      json.dumps({"q": "我们明天见。", "source": "auto", "target": "zh"}).encode(), "application/json", {}, 400,
      "does not look like English"),
-    ("alternatives negative", "POST", TRANSLATE, b'{"q": "Hi", "target": "zh", "alternatives": -1}',
-     "application/json", {}, 400, "alternatives"),
-    ("unknown path", "GET", "/translate_file", None, None, {}, 404, "no such endpoint"),
+    ("unknown path", "GET", "/spec", None, None, {}, 404, "no such endpoint"),
+    ("file translation, as LibreTranslate with it off", "POST", "/translate_file", b"", None, {}, 403,
+     "file translations are disabled"),
+    ("suggestions, as LibreTranslate with them off", "POST", "/suggest", b'{"q": "Hi", "s": "x"}',
+     "application/json", {}, 403, "suggestions are disabled"),
+    ("gzip body", "POST", TRANSLATE, b"\x1f\x8b\x08\x00", "application/json", {"Content-Encoding": "gzip"}, 415,
+     "Content-Encoding 'gzip'"),
+    ("q sent as a file", "POST", TRANSLATE,
+     b'--b\r\nContent-Disposition: form-data; name="q"; filename="a.txt"\r\n\r\nHi\r\n--b--\r\n',
+     "multipart/form-data; boundary=b", {}, 400, "field 'q' is a file upload"),
     ("wrong method", "GET", TRANSLATE, None, None, {}, 405, "not allowed"),
     ("DeepL target FR", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "FR"}', "application/json", {}, 400,
      "target_lang 'FR'"),
@@ -312,8 +408,15 @@ ERRORS = [
      400, "must be an integer"),
     ("target as a list", "POST", TRANSLATE, b'{"q": "Hi", "target": ["zh", "de"]}', "application/json", {}, 400,
      "must be a single value"),
-    ("DeepL xml tags", "POST", "/v2/translate", b'{"text": ["<a>Hi</a>"], "target_lang": "ZH", "tag_handling": "xml"}',
-     "application/json", {}, 400, "tag_handling 'xml'"),
+    ("DeepL unknown tag handling", "POST", "/v2/translate",
+     b'{"text": ["<a>Hi</a>"], "target_lang": "ZH", "tag_handling": "markdown"}', "application/json", {}, 400,
+     "tag_handling 'markdown'"),
+    ("DeepL glossary", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "ZH", "glossary_id": "g1"}',
+     "application/json", {}, 400, "no glossaries"),
+    ("DeepL ignore_tags not names", "POST", "/v2/translate",
+     b'{"text": ["Hi"], "target_lang": "ZH", "tag_handling": "xml", "ignore_tags": [5]}', "application/json", {},
+     400, "ignore_tags"),
+    ("DeepL v3 path answers in DeepL's shape", "GET", "/v3/glossaries", None, None, {}, 404, "no such endpoint"),
     ("v1 stream not boolean", "POST", "/v1/translate", b'{"text": "Hi", "stream": "maybe"}', "application/json", {},
      400, "true or false"),
 ]
@@ -326,7 +429,7 @@ def test_every_bad_request_gets_a_one_line_json_error(demo, case):
     got, response_headers, data = client.call(method, path, body, content_type=content_type, headers=headers)
     assert got == status, data
     answer = json.loads(data)
-    message = answer["message" if path.startswith("/v2/") else "error"]
+    message = answer["message" if path.startswith(("/v2/", "/v3/")) else "error"]
     assert fragment in message and "\n" not in message and "Traceback" not in data.decode()
     assert response_headers["Content-Type"] == "application/json"
     if status == 405:

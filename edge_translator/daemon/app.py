@@ -125,7 +125,7 @@ class App:
         if len(path) > 1:
             path = path.rstrip("/")
         route = self.routes.get((method, path)) or (self.routes.get(("GET", path)) if method == "HEAD" else None)
-        style = route[1] if route else ("deepl" if path.startswith("/v2/") else "libre")
+        style = route[1] if route else ("deepl" if path.startswith(("/v2/", "/v3/")) else "libre")
         self.service.enter()
         try:
             response = self._dispatch(route, Request(environ, method, path, self.options.max_body), path)

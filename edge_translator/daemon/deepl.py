@@ -8,8 +8,9 @@ what DeepL's clients read.
 
 from __future__ import annotations
 
+from ..core.markup import HTML, XML, Markup, visible_text
 from .app import App, Request, Response, json_response
-from .languages import DEEPL_CODES, NAMES, check_source
+from .languages import DEEPL_CODES, NAMES, auto_source, check_source
 from .params import HTTPError, one, strings
 
 #: Usage reports this limit: the daemon has no quota of its own.
@@ -32,7 +33,11 @@ def _key(app: App, request: Request) -> str | None:
 
 
 def translate(app: App, request: Request) -> Response:
-    """``POST /v2/translate``: ``text``, ``target_lang``, ``source_lang``, ``tag_handling``."""
+    """``POST /v2/translate``: ``text``, ``target_lang``, ``source_lang``, ``tag_handling``, ``ignore_tags``.
+
+    Without ``source_lang`` the request is checked as a whole (:func:`.languages.auto_source`)
+    and texts already in Chinese come back as they are, reported as ``ZH``.
+    """
     params = request.params
     app.admit(request, _key(app, request), HOW)
     texts, _ = strings(params, "text")
@@ -40,14 +45,50 @@ def translate(app: App, request: Request) -> Response:
     if source:
         check_source(source, "source_lang")
     target = app.targets.resolve(one(params, "target_lang"), "target_lang", deepl=True)
-    tags = (one(params, "tag_handling", "") or "").lower()
-    if tags not in ("", "html"):
-        raise HTTPError(400, f"tag_handling {tags!r} is not supported; use html, or leave it out")
+    markup = _markup(params)
+    if one(params, "glossary_id", ""):
+        raise HTTPError(400, "glossary_id: this server has no glossaries (GET /v2/glossaries lists none); "
+                             "leave glossary_id out")
     app.service.check(texts)
-    out = app.service.translate(texts, target, html=tags == "html", gone=request.gone)
+    chinese = [False] * len(texts)
+    if not source:
+        chinese = auto_source([visible_text(t, markup) if markup else t for t in texts], "text", "source_lang")
+    todo = [text for text, done in zip(texts, chinese) if not done]
+    translated = iter(app.service.translate(todo, target, markup, gone=request.gone) if todo else [])
     return json_response({"translations": [
-        {"detected_source_language": "EN", "text": text, "billed_characters": len(source_text)}
-        for text, source_text in zip(out, texts)]})
+        {"detected_source_language": "ZH" if done else "EN", "text": text if done else next(translated),
+         "billed_characters": len(text)}
+        for text, done in zip(texts, chinese)]})
+
+
+def _markup(params) -> Markup | None:
+    """What ``tag_handling`` and ``ignore_tags`` ask for: ``None`` for plain text."""
+    tags = (one(params, "tag_handling", "") or "").lower()
+    if tags not in ("", "html", "xml"):
+        raise HTTPError(400, f"tag_handling {tags!r} is not supported; use html or xml, or leave it out")
+    if not tags:
+        return None
+    markup = HTML if tags == "html" else XML
+    ignored = []
+    for value in params.get("ignore_tags") or []:
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise HTTPError(400, f"field 'ignore_tags' must hold tag names, not {type(value).__name__}")
+        ignored += value.split(",")
+    return markup.ignoring(ignored) if ignored else markup
+
+
+def glossary_language_pairs(app: App, request: Request) -> Response:
+    """``GET /v2/glossary-language-pairs``: none (this server has no glossaries)."""
+    app.admit(request, _key(app, request), HOW)
+    return json_response({"supported_languages": []})
+
+
+def glossaries(app: App, request: Request) -> Response:
+    """``GET /v2/glossaries``: an empty list, so clients that list glossaries go on."""
+    app.admit(request, _key(app, request), HOW)
+    return json_response({"glossaries": []})
 
 
 def usage(app: App, request: Request) -> Response:
@@ -76,4 +117,6 @@ ROUTES = {
     ("POST", "/v2/usage"): usage,
     ("GET", "/v2/languages"): languages,
     ("POST", "/v2/languages"): languages,
+    ("GET", "/v2/glossary-language-pairs"): glossary_language_pairs,
+    ("GET", "/v2/glossaries"): glossaries,
 }

@@ -8,9 +8,10 @@ for a list. Errors are ``{"error": "..."}``.
 
 from __future__ import annotations
 
-from ..core.markup import extract
+from ..core.markup import HTML, visible_text
 from .app import App, Request, Response, json_response
-from .languages import ENGLISH_THRESHOLD, NAMES, check_source, english_confidence, mostly_han
+from .languages import NAMES, auto_source, check_source, english_confidence
+from .languages import detect as detect_language
 from .params import HTTPError, one, strings
 
 
@@ -32,30 +33,24 @@ def translate(app: App, request: Request) -> Response:
     fmt = (one(params, "format", "text") or "text").lower()
     if fmt not in ("text", "html"):
         raise HTTPError(400, f"format {fmt!r} is not supported; use text or html")
-    alternatives = one(params, "alternatives", 0, int)
-    if alternatives < 0:
-        raise HTTPError(400, "alternatives must not be negative")
+    alternatives = one(params, "alternatives", 0, int)  # none are made; a negative count means none, as there
     app.service.check(texts)
-    detected = None
+    chinese = [False] * len(texts)
     if auto:
-        detected = [_detection(visible_text(text) if fmt == "html" else text) for text in texts]
-        for k, found in enumerate(detected):
-            if found["confidence"] < ENGLISH_THRESHOLD:
-                where = f"q[{k}]" if as_list else "q"
-                raise HTTPError(400, f"{where} does not look like English (confidence {found['confidence']}); "
-                                     "this server translates English only")
-    out = app.service.translate(texts, target, html=fmt == "html", gone=request.gone)
+        visible = [visible_text(text) if fmt == "html" else text for text in texts]
+        chinese = auto_source(visible, "q", "source")
+    todo = [text for text, done in zip(texts, chinese) if not done]
+    translated = iter(app.service.translate(todo, target, HTML if fmt == "html" else None, gone=request.gone)
+                      if todo else [])
+    out = [text if done else next(translated) for text, done in zip(texts, chinese)]
     body: dict = {"translatedText": out if as_list else out[0]}
-    if detected is not None:
+    if auto:
+        detected = [{"confidence": round(100 - english_confidence(v), 1), "language": "zh"} if done
+                    else _detection(v) for v, done in zip(visible, chinese)]
         body["detectedLanguage"] = detected if as_list else detected[0]
-    if "alternatives" in params:
+    if alternatives > 0:
         body["alternatives"] = [[] for _ in out] if as_list else []
     return json_response(body)
-
-
-def visible_text(html: str) -> str:
-    """The text an HTML document shows (what detection should look at)."""
-    return " ".join(piece.text for piece in extract(html))
 
 
 def _detection(text: str) -> dict:
@@ -67,12 +62,7 @@ def detect(app: App, request: Request) -> Response:
     app.admit(request, _key(request), HOW)
     texts, _ = strings(request.params, "q")
     app.service.check(texts)
-    text = "\n".join(texts)
-    confidence = english_confidence(text)
-    answer = [{"confidence": confidence, "language": "en"}]
-    if confidence < 50:  # not English: say Chinese when Han characters dominate, else undetermined
-        answer.insert(0, {"confidence": round(100 - confidence, 1), "language": "zh" if mostly_han(text) else "und"})
-    return json_response(answer)
+    return json_response(detect_language("\n".join(texts)))
 
 
 def languages(app: App, request: Request) -> Response:
@@ -103,10 +93,21 @@ def settings(app: App, request: Request) -> Response:
     })
 
 
+def disabled(what: str):
+    """An endpoint of LibreTranslate's that this server does not offer: 403, as LibreTranslate
+    answers when the feature is turned off (its settings say so too)."""
+    def answer(app: App, request: Request) -> Response:
+        raise HTTPError(403, f"{what} are disabled on this server")
+    answer.__doc__ = f"{what}: disabled (403)."
+    return answer
+
+
 ROUTES = {
     ("POST", "/translate"): translate,
     ("POST", "/detect"): detect,
     ("GET", "/languages"): languages,
     ("POST", "/languages"): languages,
     ("GET", "/frontend/settings"): settings,
+    ("POST", "/suggest"): disabled("suggestions"),
+    ("POST", "/translate_file"): disabled("file translations"),
 }

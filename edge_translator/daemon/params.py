@@ -20,16 +20,26 @@ MULTIPART_TYPE = "multipart/form-data"
 
 
 class Params(dict):
-    """``{name: [values]}``, remembering which names came as a JSON array."""
+    """``{name: [values]}``, remembering which names came as a JSON array, and which
+    multipart fields were file uploads (kept out of the values: only a field an API reads
+    is refused for being one, so a form's unused empty file input does no harm)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.arrays: set[str] = set()
+        self.files: set[str] = set()
 
     def merge(self, other: Params) -> None:
-        """Take ``other``'s fields (they win on a clash) and its arrays."""
+        """Take ``other``'s fields (they win on a clash), its arrays and its file fields."""
         self.update(other)
         self.arrays = (self.arrays - set(other)) | other.arrays
+        self.files |= other.files
+
+    def missing(self, name: str) -> HTTPError:
+        """The 400 for a field that is not there (or came as a file upload)."""
+        if name in self.files:
+            return HTTPError(400, f"field {name!r} is a file upload; send the text itself")
+        return HTTPError(400, f"missing field {name!r}")
 
 
 class HTTPError(Exception):
@@ -79,6 +89,9 @@ def parse(environ: dict, max_body: int) -> Params:
             a body over ``max_body``; 415 for a body of another type.
     """
     params = Params()
+    encoding = environ.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise HTTPError(415, f"Content-Encoding {encoding!r} is not supported; send the body uncompressed")
     query = environ.get("QUERY_STRING", "")
     if query:
         params.merge(_form(query.encode("latin-1"), "query string"))
@@ -142,7 +155,8 @@ def _multipart(body: bytes, content_type: str) -> Params:
         if not name:
             continue
         if part.get_filename() is not None:
-            raise HTTPError(400, f"field {name!r} is a file upload; send the text itself")
+            params.files.add(str(name))
+            continue
         payload = part.get_payload(decode=True) or b""
         params.setdefault(str(name), []).append(_decode(payload, f"form field {name!r}"))
     return params
@@ -159,7 +173,7 @@ def strings(params: Params, *names: str) -> tuple[list[str], bool]:
     """
     name = next((n for n in names if params.get(n) not in (None, [None])), None)
     if name is None:
-        raise HTTPError(400, f"missing field {names[0]!r}")
+        raise params.missing(next((n for n in names if n in params.files), names[0]))
     values = params[name]
     if not values:
         raise HTTPError(400, f"field {name!r} is an empty list")
@@ -181,7 +195,7 @@ def one(params: Params, name: str, default=None, kind: type = str):
     values = params.get(name)
     if not values or values[-1] is None:
         if default is None:
-            raise HTTPError(400, f"missing field {name!r}")
+            raise params.missing(name)
         return default
     if name in params.arrays:
         raise HTTPError(400, f"field {name!r} must be a single value, not a list")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..core.engine import Priority
 from ..core.errors import Busy, EngineClosed, InputError, TranslationFailed
-from ..core.markup import extract, rebuild
+from ..core.markup import Markup, extract, rebuild
 from ..core.translator import SentenceResult, Submission, TranslateOptions, Translator, join_results
 from .params import HTTPError
 
@@ -194,9 +194,9 @@ class Service:
             raise HTTPError(400, str(exc)) from None
         return submissions
 
-    def translate(self, texts: list[str], target: str, html: bool = False,
+    def translate(self, texts: list[str], target: str, markup: Markup | None = None,
                   gone: Callable[[], bool] | None = None) -> list[str]:
-        """Translate each text (plain, or HTML whose markup is kept); one string per text.
+        """Translate each text (plain, or HTML or XML whose markup is kept); one string per text.
 
         All of a request's text is submitted together under one deadline, so its
         sentences share batches; HTML pieces that repeat (in one document or across
@@ -205,22 +205,23 @@ class Service:
         Args:
             texts: The texts of one request.
             target: A bundle target name.
-            html: Treat each text as HTML: only its text nodes and alt/title attributes change.
+            markup: Treat each text as markup (:data:`~edge_translator.core.markup.HTML` or
+                ``XML``, perhaps with ignored tags): only what it translates changes.
             gone: Returns true once the client has disconnected (its work is then cancelled).
 
         Raises:
             HTTPError: 503 on timeout or a full queue, 500 when the runtime fails, 400 for bad text.
         """
         deadline = self.deadline()
-        if html:
-            documents = [extract(text) for text in texts]
+        if markup is not None:
+            documents = [extract(text, markup) for text in texts]
             units = list(dict.fromkeys(piece.text for pieces in documents for piece in pieces))
         else:
             units = texts
         results = self._collect(self.submit(units, target, deadline), gone, deadline)
         translated = [join_results(sentences) for sentences in results]
         self._count(texts)
-        if not html:
+        if markup is None:
             return translated
         table = dict(zip(units, translated))
         return [rebuild(text, pieces, [table[piece.text] for piece in pieces])
