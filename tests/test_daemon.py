@@ -687,3 +687,25 @@ def test_the_watchdog_sleeps_while_nothing_is_in_flight():
     time.sleep(0.1)
     assert Counting.checks > settled + 1  # woken by the next request
     watchdog.close()
+
+
+@pytest.mark.parametrize("code", ["zh", "ZH", "zh-Hans", "ZH-HANS", "zh-hans", "zh-CN", "zh_CN", "zh-SG", "cmn-Hans"])
+def test_every_spelling_of_simplified_chinese_resolves(code):
+    from edge_translator.daemon.languages import Targets
+
+    assert Targets(("zh-Hans", "zh-Hant"), "zh-Hans").resolve(code) == "zh-Hans"
+
+
+@pytest.mark.parametrize("code", ["zt", "zh-Hant", "ZH-HANT", "zh-TW", "zh_TW", "zh-HK", "cmn-Hant"])
+def test_every_spelling_of_traditional_chinese_resolves(code):
+    from edge_translator.daemon.languages import Targets
+
+    assert Targets(("zh-Hans", "zh-Hant"), "zh-Hans").resolve(code) == "zh-Hant"
+
+
+@pytest.mark.parametrize("code,auto", [("en", False), ("EN", False), ("en-US", False), ("en_GB", False),
+                                       ("auto", True), ("", True)])
+def test_english_source_spellings(code, auto):
+    from edge_translator.daemon.languages import check_source
+
+    assert check_source(code) is auto

@@ -71,7 +71,7 @@ class Targets:
         Raises:
             HTTPError: 400 naming the codes this model accepts (DeepL's when ``deepl``).
         """
-        key = code.strip().lower()
+        key = code.strip().lower().replace("_", "-")  # zh_CN, as locale names write it
         codes = ", ".join(self.deepl_codes() if deepl else self.codes())
         if key not in ALIASES:
             raise HTTPError(400, f"{field} {code!r} is not supported: this server translates English into "
@@ -97,7 +97,7 @@ def check_source(code: str, field: str = "source") -> bool:
     Raises:
         HTTPError: 400 for a source language other than English.
     """
-    key = (code or "auto").strip().lower()
+    key = (code or "auto").strip().lower().replace("_", "-")
     if key == "auto":
         return True
     if key in ("en", "en-us", "en-gb"):
