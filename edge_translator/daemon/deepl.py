@@ -53,12 +53,10 @@ def translate(app: App, request: Request) -> Response:
     chinese = [False] * len(texts)
     if not source:
         chinese = auto_source([visible_text(t, markup) if markup else t for t in texts], "text", "source_lang")
-    todo = [text for text, done in zip(texts, chinese) if not done]
-    translated = iter(app.service.translate(todo, target, markup, gone=request.gone) if todo else [])
+    out = app.service.translate(texts, target, markup, gone=request.gone, unchanged=chinese)
     return json_response({"translations": [
-        {"detected_source_language": "ZH" if done else "EN", "text": text if done else next(translated),
-         "billed_characters": len(text)}
-        for text, done in zip(texts, chinese)]})
+        {"detected_source_language": "ZH" if done else "EN", "text": text, "billed_characters": len(source_text)}
+        for text, source_text, done in zip(out, texts, chinese)]})
 
 
 def _markup(params) -> Markup | None:

@@ -33,16 +33,13 @@ def translate(app: App, request: Request) -> Response:
     fmt = (one(params, "format", "text") or "text").lower()
     if fmt not in ("text", "html"):
         raise HTTPError(400, f"format {fmt!r} is not supported; use text or html")
-    alternatives = one(params, "alternatives", 0, int)  # none are made; a negative count means none, as there
+    alternatives = one(params, "alternatives", 0, int)  # never made; below 1 asks for none, as in LibreTranslate
     app.service.check(texts)
     chinese = [False] * len(texts)
     if auto:
         visible = [visible_text(text) if fmt == "html" else text for text in texts]
         chinese = auto_source(visible, "q", "source")
-    todo = [text for text, done in zip(texts, chinese) if not done]
-    translated = iter(app.service.translate(todo, target, HTML if fmt == "html" else None, gone=request.gone)
-                      if todo else [])
-    out = [text if done else next(translated) for text, done in zip(texts, chinese)]
+    out = app.service.translate(texts, target, HTML if fmt == "html" else None, gone=request.gone, unchanged=chinese)
     body: dict = {"translatedText": out if as_list else out[0]}
     if auto:
         detected = [{"confidence": round(100 - english_confidence(v), 1), "language": "zh"} if done

@@ -195,7 +195,7 @@ class Service:
         return submissions
 
     def translate(self, texts: list[str], target: str, markup: Markup | None = None,
-                  gone: Callable[[], bool] | None = None) -> list[str]:
+                  gone: Callable[[], bool] | None = None, unchanged: list[bool] | None = None) -> list[str]:
         """Translate each text (plain, or HTML or XML whose markup is kept); one string per text.
 
         All of a request's text is submitted together under one deadline, so its
@@ -208,10 +208,16 @@ class Service:
             markup: Treat each text as markup (:data:`~edge_translator.core.markup.HTML` or
                 ``XML``, perhaps with ignored tags): only what it translates changes.
             gone: Returns true once the client has disconnected (its work is then cancelled).
+            unchanged: Per text, whether to give it back as it is (already in the target
+                language) instead of translating it.
 
         Raises:
             HTTPError: 503 on timeout or a full queue, 500 when the runtime fails, 400 for bad text.
         """
+        if unchanged is not None and any(unchanged):
+            todo = [text for text, keep in zip(texts, unchanged) if not keep]
+            done = iter(self.translate(todo, target, markup, gone) if todo else [])
+            return [text if keep else next(done) for text, keep in zip(texts, unchanged)]
         deadline = self.deadline()
         if markup is not None:
             documents = [extract(text, markup) for text in texts]
