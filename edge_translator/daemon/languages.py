@@ -122,7 +122,7 @@ def english_confidence(text: str) -> float:
     latin = sum(1 for ch in letters if "LATIN" in unicodedata.name(ch, "")) / len(letters)
     words = _words(text)
     english = sum(1 for w in words if w in FUNCTION_WORDS)
-    other, hits = other_language(text)
+    _, hits = _likeliest_other(words)
     if hits >= OTHER_MIN_WORDS and hits > english:
         return round(100 * latin * 0.6 * english / (english + hits), 1)
     function = english / len(words) if words else 0.0
@@ -132,7 +132,10 @@ def english_confidence(text: str) -> float:
 def other_language(text: str) -> tuple[str | None, int]:
     """The other Latin-script language whose function words ``text`` uses most, and how
     many of its words are theirs: ``(code, count)``, or ``(None, 0)`` when none."""
-    words = _words(text)
+    return _likeliest_other(_words(text))
+
+
+def _likeliest_other(words: list[str]) -> tuple[str | None, int]:
     counts = {language: sum(1 for w in words if w in vocabulary)
               for language, vocabulary in OTHER_FUNCTION_WORDS.items()}
     language = max(counts, key=counts.get)
