@@ -331,6 +331,10 @@ def test_deepl_xml_ignore_tags_and_glossary_listing(demo):
                                                  ("target_lang", "ZH"), ("tag_handling", "html"),
                                                  ("ignore_tags", "keep,x")], headers=auth)
     assert status == 200 and "<keep>Bob Smith</keep>" in form["translations"][0]["text"]
+    for formality in ("default", "prefer_more", "PREFER_LESS"):  # ignored where a language has none, as DeepL does
+        status, _ = client.json("POST", "/v2/translate", {"text": ["Hi"], "target_lang": "ZH", "source_lang": "EN",
+                                                          "formality": formality}, headers=auth)
+        assert status == 200, formality
     for path, key in (("/v2/glossaries", "glossaries"), ("/v2/glossary-language-pairs", "supported_languages")):
         status, listing = client.json("GET", path, headers=auth)
         assert status == 200 and listing == {key: []}
@@ -411,6 +415,10 @@ ERRORS = [
     ("DeepL unknown tag handling", "POST", "/v2/translate",
      b'{"text": ["<a>Hi</a>"], "target_lang": "ZH", "tag_handling": "markdown"}', "application/json", {}, 400,
      "tag_handling 'markdown'"),
+    ("DeepL formality more for Chinese", "POST", "/v2/translate",
+     b'{"text": ["Hi"], "target_lang": "ZH", "formality": "more"}', "application/json", {}, 400, "prefer_more"),
+    ("DeepL formality unknown", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "ZH", "formality": "x"}',
+     "application/json", {}, 400, "must be one of"),
     ("DeepL glossary", "POST", "/v2/translate", b'{"text": ["Hi"], "target_lang": "ZH", "glossary_id": "g1"}',
      "application/json", {}, 400, "no glossaries"),
     ("DeepL ignore_tags not names", "POST", "/v2/translate",

@@ -17,6 +17,9 @@ from .params import HTTPError, one, strings
 CHARACTER_LIMIT = 10**12
 
 
+#: DeepL's formality values; Chinese has none, so only those that may be ignored pass.
+FORMALITY = frozenset({"default", "more", "less", "prefer_more", "prefer_less"})
+
 HOW = "send the header 'Authorization: DeepL-Auth-Key YOUR_KEY'"
 
 
@@ -46,6 +49,7 @@ def translate(app: App, request: Request) -> Response:
         check_source(source, "source_lang")
     target = app.targets.resolve(one(params, "target_lang"), "target_lang", deepl=True)
     markup = _markup(params)
+    _check_formality(one(params, "formality", "default"))
     if one(params, "glossary_id", ""):
         raise HTTPError(400, "glossary_id: this server has no glossaries (GET /v2/glossaries lists none); "
                              "leave glossary_id out")
@@ -57,6 +61,16 @@ def translate(app: App, request: Request) -> Response:
     return json_response({"translations": [
         {"detected_source_language": "ZH" if done else "EN", "text": text, "billed_characters": len(source_text)}
         for text, source_text, done in zip(out, texts, chinese)]})
+
+
+def _check_formality(formality: str) -> None:
+    """DeepL's rule for a target without formality: ``prefer_*`` is ignored, ``more``/``less`` refused."""
+    value = (formality or "default").lower()
+    if value in ("more", "less"):
+        raise HTTPError(400, f"formality {formality!r} is not supported for Chinese; use prefer_{value} "
+                             "(ignored where not supported) or leave it out")
+    if value not in FORMALITY:
+        raise HTTPError(400, f"formality {formality!r} must be one of {', '.join(sorted(FORMALITY))}")
 
 
 def _markup(params) -> Markup | None:
