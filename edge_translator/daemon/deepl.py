@@ -17,7 +17,7 @@ from .params import HTTPError, one, strings
 CHARACTER_LIMIT = 10**12
 
 
-#: DeepL's formality values; Chinese has none, so only those that may be ignored pass.
+#: DeepL's formality values. Chinese has none: the prefer_ ones are ignored, more and less refused.
 FORMALITY = frozenset({"default", "more", "less", "prefer_more", "prefer_less"})
 
 HOW = "send the header 'Authorization: DeepL-Auth-Key YOUR_KEY'"
