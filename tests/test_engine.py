@@ -319,6 +319,24 @@ def test_session_options_threads_and_spinning():
         session_options(0)
 
 
+def test_the_encoder_never_spins_and_the_decoder_as_asked(tiny_fp32):
+    """The encoder's threads spinning on after its call took the cores from the decoder's
+    first steps (see ``ENCODER_SPINS``)."""
+    from edge_translator.core.bundle import load_bundle
+
+    key = "session.intra_op.allow_spinning"
+    bundle = load_bundle(tiny_fp32)
+    for spin in (True, False):
+        model = Seq2Seq.load(bundle, threads=2, spin=spin)
+        assert model.encoder.get_session_options().get_session_config_entry(key) == "0"
+        options = model.decoder.get_session_options()
+        if spin:
+            with pytest.raises(RuntimeError):  # not set: ONNX Runtime's default, spinning
+                options.get_session_config_entry(key)
+        else:
+            assert options.get_session_config_entry(key) == "0"
+
+
 def test_memory_modes_give_the_same_translations(tiny_fp32):
     from edge_translator.core.bundle import load_bundle
 
