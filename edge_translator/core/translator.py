@@ -221,9 +221,9 @@ class Translator:
             threads: ONNX Runtime intra-op threads (physical cores by default).
             cache: See :meth:`__init__`; ``None`` turns caching off.
             engine: Scheduler options (batch size, queue bound, ...).
-            spin: Let ONNX Runtime's threads spin between operators (see
-                :func:`~.sessions.session_options`); a server whose other threads need
-                the cores turns it off.
+            spin: Let the decoder's ONNX Runtime threads spin between operators (see
+                :func:`~.sessions.session_options`); a process whose other threads must
+                answer at once (the desktop app's UI thread) turns it off.
             memory: ``"arena"`` (fastest; for short runs), ``"steady"`` (memory follows
                 the work in hand: for long-running processes; it sets the process's malloc
                 thresholds), ``"shrink"`` or ``"none"``; see :meth:`~.decode.Seq2Seq.load`.
