@@ -8,7 +8,7 @@ translating, the journal, the memory and the glossary; a format knows only its s
 Rich text (a Word paragraph of runs, a Markdown paragraph with links and emphasis) is
 one segment, so a sentence split across runs is translated whole. The spans that carry
 formatting are :attr:`Segment.marks`; the job translates each marked span on its own
-too and finds where it landed in the whole translation (:mod:`documents.inline`), and the
+too and finds where it landed in the whole translation (:mod:`edge_translator.core.inline`), and the
 writer puts the formatting back on :attr:`Translated.marks`. Spans that must come back
 verbatim (inline code) are :attr:`Segment.keep`: the job masks them with placeholders
 before translation and restores them after.

@@ -28,7 +28,7 @@ from ..core.text import split_sentences
 from ..core.translator import TranslateOptions, Translator, join_results
 from . import format_for, load_format
 from .base import DocumentError, FormatInfo, FormatOptions, Segment, Translated
-from .inline import place_marks
+from ..core.inline import place_marks
 from .journal import JOURNAL_NAME, Journal, JobCache
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,9 @@
 """Finding where formatted spans of a source paragraph landed in its translation.
 
-A Word paragraph with one bold word, or a Markdown sentence with a link, is translated
-whole, so the formatting must be put back on the right part of the translation. The job
-translates each marked span on its own as well; :func:`place_marks` looks for that
+A Word paragraph with one bold word, a Markdown sentence with a link, or an HTML sentence
+with an inline element is translated whole, so the formatting must be put back on the
+right part of the translation. The caller (the document job, :mod:`.markup`) translates
+each marked span on its own as well; :func:`place_marks` looks for that
 translation inside the whole one and, where it is not there verbatim (the model chose
 other words in context), falls back to the same relative position, snapped to whole
 words. A mark is therefore never lost, only approximately placed in the worst case.
@@ -14,7 +15,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from .base import Span
+#: A ``(start, end)`` span of a string.
+Span = tuple[int, int]
 
 _EDGE_PUNCTUATION = "。，、；：！？.,;:!?\"'“”‘’「」()（） "
 _LATIN_WORD = re.compile(r"[A-Za-z0-9_]")
