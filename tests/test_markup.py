@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from edge_translator.core.markup import Piece, extract, rebuild, translate_html
+from edge_translator.core.markup import INLINE_ELEMENTS, Block, Piece, extract, plan, rebuild, translate_html
 
 #: Named members of the corpus, checked piece by piece below.
 DOCUMENT = """<!DOCTYPE html>
@@ -169,9 +169,25 @@ def test_pieces_are_decoded_trimmed_spans_in_order(source):
 @pytest.mark.parametrize("source", CORPUS)
 def test_marker_translation_changes_only_the_pieces(source):
     pieces = extract(source)
-    out = translate_html(source, bracket)
+    out = rebuild(source, pieces, bracket([piece.text for piece in pieces]))
     assert texts(out) == [f"[[{piece.text}]]" for piece in pieces]
     assert outside(out, extract(out)) == outside(source, pieces)
+
+
+@pytest.mark.parametrize("source", CORPUS)
+def test_plan_covers_every_piece_once(source):
+    """Each text piece is a unit or lies in exactly one block, whose text holds it; each
+    attribute piece is a unit of its own."""
+    units = plan(source)
+    blocks = [u for u in units if isinstance(u, Block)]
+    for piece in extract(source):
+        holders = [b for b in blocks if b.start <= piece.start < b.end]
+        if piece.kind == "attribute" or not holders:
+            assert piece in units
+        else:
+            assert len(holders) == 1 and " ".join(piece.text.split()) in holders[0].text
+            assert piece not in units
+    assert [u.start for u in units] == sorted(u.start for u in units)
 
 
 def test_examples_of_what_is_and_is_not_a_piece():
@@ -382,3 +398,142 @@ def test_xml_translates_text_nodes_only_and_ignoring_adds_skipped_elements():
     assert [p.text for p in extract(source, HTML.ignoring(["keep", "p"]))] == ["T", "A", "Tail"]
     upper = translate_html(source, lambda texts: [t.upper() for t in texts], XML.ignoring(["keep"]))
     assert upper == '<doc title="T"><code>A B</code><p alt="A">HELLO</p><keep>Bob</keep><br>TAIL</br></doc>'
+
+
+# -- sentences across inline elements ------------------------------------------------------
+
+def fake_translator(table):
+    """Looks each text up in ``table``; anything else comes back upper-cased."""
+    calls = []
+
+    def translate(batch):
+        calls.append(list(batch))
+        return [table.get(text, text.upper()) for text in batch]
+    return translate, calls
+
+
+@pytest.mark.parametrize("source, table, expected", [
+    ('<p>Read the <a href="/d" title="Docs">docs</a> first.</p>',
+     {"Read the docs first.": "先读文档。", "docs": "文档", "Docs": "文档页"},
+     '<p>先读<a href="/d" title="文档页">文档</a>。</p>'),
+    ("<p>Click <b>Save</b> or <i>Cancel</i>.</p>",
+     {"Click Save or Cancel.": "点击保存或取消。", "Save": "保存", "Cancel": "取消"},
+     "<p>点击<b>保存</b>或<i>取消</i>。</p>"),
+    # the model put the elements the other way round: the tags follow their text
+    ("<p>The <em>red</em> and the <strong>blue</strong> one</p>",
+     {"The red and the blue one": "蓝色的和红色的", "red": "红色", "blue": "蓝色"},
+     "<p><strong>蓝色</strong>的和<em>红色</em>的</p>"),
+    # whitespace runs (a line break in the source) are one space in the sentence
+    ("<li>Fish &amp;\n   <b>chips</b> today</li>", {"Fish & chips today": "今天有炸鱼&薯条", "chips": "薯条"},
+     "<li>今天有炸鱼&amp;<b>薯条</b></li>"),
+])
+def test_a_sentence_across_inline_elements_is_translated_whole(source, table, expected):
+    translate, calls = fake_translator(table)
+    assert translate_html(source, translate) == expected
+    (batch,) = calls
+    whole = next(text for text in table if len(text) > 10)
+    assert batch[0] == whole  # the whole sentence first, then each element's own text
+
+
+@pytest.mark.parametrize("source", [
+    "<p>Nested <a href=x><b>bold</b> link</a> here.</p>",  # an element inside another
+    "<p>Hello <b>world</p>",  # closed outside the run
+    "<p>Stray</b> end tag and <i>more</i></p>",
+    "<p>An <span></span> empty element.</p>",  # nothing to put it around
+    "<p>Run <code>make</code> now.</p>",  # a skipped element is not inline
+])
+def test_runs_that_are_not_simple_sentences_are_translated_piece_by_piece(source):
+    translate, calls = fake_translator({})
+    assert not any(isinstance(u, Block) for u in plan(source))
+    pieces = extract(source)
+    assert translate_html(source, translate) == rebuild(source, pieces, [p.text.upper() for p in pieces])
+
+
+def test_a_block_left_as_it_is_keeps_its_source_bytes():
+    source = "<p>Fish &amp; <b title='x &amp; y'>chips</b>&nbsp;to&#32;go</p>"
+    (block, attribute) = plan(source)
+    assert isinstance(block, Block) and block.text == "Fish & chips\u00a0to go" and attribute.text == "x & y"
+    assert translate_html(source, identity) == source
+
+
+def test_xml_joins_no_runs():
+    from edge_translator.core.markup import XML
+
+    assert all(isinstance(u, Piece) for u in plan("<p>Hello <b>world</b> again</p>", XML))
+
+
+def _tags(html):
+    return re.findall(r"<[^>]*>", html)
+
+
+def _well_nested(html):
+    stack = []
+    for tag in _tags(html):
+        name = re.match(r"</?([a-z]+)", tag).group(1)
+        if tag.startswith("</"):
+            if not stack or stack.pop() != name:
+                return False
+        else:
+            stack.append(name)
+    return not stack
+
+
+def _sentences(seed):
+    """Sentences of words with inline elements around some of them (none nested), the
+    elements with attributes that are and are not translated."""
+    rng = random.Random(seed)
+    words = "the quick brown fox jumps over a lazy dog & cat <with> seven 'quoted' words".split()
+    names = sorted(INLINE_ELEMENTS)
+    for _ in range(60):
+        n = rng.randint(2, 12)
+        parts, i = [], 0
+        while i < n:
+            if rng.random() < 0.3:
+                k = rng.randint(1, min(3, n - i))
+                name = rng.choice(names)
+                attrs = rng.choice(["", ' href="/x"', " title='Tip &amp; trick'", ' class="c" title=t'])
+                inner = " ".join(_html.escape(w, quote=False) for w in (rng.choice(words) for _ in range(k)))
+                parts.append(f"<{name}{attrs}>{inner}</{name}>")
+                i += k
+            else:
+                parts.append(_html.escape(rng.choice(words), quote=False))
+                i += 1
+        sep = rng.choice([" ", "\n  "])
+        yield "<p>" + sep.join(parts) + rng.choice([".", "!", ""]) + "</p>"
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("style", ["reversed", "unrelated"])
+def test_every_tag_comes_back_once_well_nested_around_the_translation(seed, style):
+    """By class: inline elements in random sentences, translated by a fake whose output
+    holds the elements' own translations (words reversed) or nothing of them."""
+    def translate(batch):
+        if style == "reversed":
+            return [" ".join(reversed(text.upper().split())) for text in batch]
+        return ["完全不同的译文" if len(text) > 12 else text[::-1] for text in batch]
+
+    for source in _sentences(seed):
+        out = translate_html(source, translate)
+        units = plan(source)
+        before = [t for t in _tags(source)]
+        after = [t for t in _tags(out)]
+        assert sorted(t for t in after if "title" not in t) == sorted(t for t in before if "title" not in t)
+        assert len(after) == len(before) and _well_nested(out), (source, out)
+        assert translate_html(source, identity) == source
+        for unit in units:
+            if isinstance(unit, Block):  # the block's text, tags removed, is its translation
+                region = out[3:-4]
+                assert _html.unescape(re.sub(r"<[^>]*>", "", region)) == translate([unit.text])[0], (source, out)
+
+
+@pytest.mark.parametrize("placed", [None, (), ((0, 1),), (None, None), ((2, 9), (0, 4))])
+def test_a_block_written_with_missing_or_overlapping_placements_keeps_every_tag(placed):
+    """A document job's placements may be missing (an old journal) or overlap; every
+    element still comes back once, well nested, around part of the translation."""
+    from edge_translator.core.markup import rebuild_units
+
+    source = "<p>A <b class=k>big</b> cat <i>sat</i> down</p>"
+    units = plan(source)
+    out = rebuild_units(source, units, ["一只大猫坐下了"], [placed])
+    assert sorted(_tags(out)) == sorted(_tags(source)) and _well_nested(out)
+    assert re.sub(r"<[^>]*>", "", out) == "一只大猫坐下了"

@@ -3,7 +3,9 @@
 :func:`extract` finds the translatable pieces (:class:`Piece`) of a document or fragment:
 text nodes, and the values of the ``alt``, ``title``, ``placeholder`` and ``aria-label``
 attributes. :func:`rebuild` writes translations into those spans and copies everything
-else from the source; :func:`translate_html` does both around one batched call.
+else from the source. :func:`plan` groups the pieces of sentences across inline elements
+into blocks (below), and :func:`render` writes those back; :func:`translate_html` does
+both around one batched call.
 
 - Text inside ``script``, ``style``, ``code``, ``pre``, ``textarea``, ``kbd``, ``samp`` and
   ``var`` is left alone at any depth (their own attributes are translated:
@@ -12,8 +14,8 @@ else from the source; :func:`translate_html` does both around one batched call.
 - Leading and trailing whitespace (space, tab, newline, form feed, carriage return) stays
   around a piece, outside it; whitespace written as a reference (``&nbsp;``) is text. A
   piece holds more than whitespace.
-- A piece whose translation equals its text keeps its source bytes, references and all,
-  so ``translate_html(html, lambda texts: texts) == html`` for every input. A changed
+- A piece (or block) whose translation equals its text keeps its source bytes, references
+  and all, so ``translate_html(html, lambda texts: texts) == html`` for every input. A changed
   piece is escaped for its place: ``& < >`` in text, and the attribute's quote character
   too in a value; an unquoted value that needs quotes gets double quotes.
 - A tag, comment or declaration the parser cannot close is markup, never text; one still
@@ -24,9 +26,21 @@ text nodes only (no element is skipped, no attribute translated), and
 :meth:`Markup.ignoring` adds elements whose content is left alone (DeepL's
 ``ignore_tags``).
 
-Limitations: inline elements split a sentence, so ``<p>Hello <b>world</b>!</p>`` gives
-"Hello", "world" and "!" to translate separately. Implied end tags are not inferred: a
-skipped element runs to its own end tag or the end of the input. ``translate="yes"``
+A sentence across inline elements (``<p>Read the <a href="/d">docs</a> first.</p>``) is
+one :class:`Block` (:func:`plan`): its text is translated whole ("Read the docs first."),
+each element's text on its own too, and :func:`render` puts the element's tags around
+where that landed in the whole translation (:func:`.inline.place_marks`): ``<p>先阅读<a
+href="/d">文档</a>。</p>``. Every tag comes back once, byte for byte, and well nested; only
+its place in the text is the model's. A block is a run of text joined by the start and
+end tags of :data:`INLINE_ELEMENTS` (``Markup.inline``), each element closed inside the
+run and none inside another; a run that is not (``<a><b>x</b> y</a>``, ``Hello
+<b>world</p>``) is translated piece by piece, as :func:`extract` splits it. Whitespace
+runs inside a block's text are read as one space, as HTML shows them.
+
+Limitations: a block's element is placed where the model's translation of its text alone
+appears in the whole one, else on the same share of it; a weak model (the small demo
+model translates "cat" alone as "猫猫。") then puts the tags on nearby words. Implied end
+tags are not inferred: a skipped element runs to its own end tag or the end of the input. ``translate="yes"``
 inside a skipped subtree is not honoured, and ``<code/>`` is read as an empty element.
 Spans come from :class:`html.parser.HTMLParser`; text it reports at a position that does
 not match the source, or a tag whose attributes it reads differently from this module,
@@ -37,9 +51,11 @@ from __future__ import annotations
 
 import html as _html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
+
+from .inline import Span, place_marks
 
 #: Elements whose content is never translated.
 SKIPPED_ELEMENTS = frozenset("script style code pre textarea kbd samp var".split())
@@ -48,6 +64,10 @@ TRANSLATED_ATTRIBUTES = frozenset("alt title placeholder aria-label".split())
 #: Elements that have no content and no end tag.
 VOID_ELEMENTS = frozenset("""area base basefont bgsound br col command embed frame hr image img input
 keygen link meta param source track wbr""".split())
+#: Elements that sit inside a sentence: a run of text joined by their tags is one
+#: :class:`Block`, translated whole.
+INLINE_ELEMENTS = frozenset("""a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span
+strike strong sub sup time tt u""".split())
 
 _WHITESPACE = " \t\n\r\f"
 #: Tag name, then attributes as HTML reads them: name, optional ``=`` and value.
@@ -73,6 +93,8 @@ class Markup:
     """Attributes whose values are translated."""
     void: frozenset[str] = VOID_ELEMENTS
     """Elements that have no content and no end tag."""
+    inline: frozenset[str] = INLINE_ELEMENTS
+    """Elements whose tags join the text around them into one :class:`Block`."""
 
     def ignoring(self, tags) -> Markup:
         """These options with the content of ``tags`` (names, any case) left alone too."""
@@ -81,8 +103,8 @@ class Markup:
 
 #: HTML: :data:`SKIPPED_ELEMENTS` left alone, :data:`TRANSLATED_ATTRIBUTES` translated.
 HTML = Markup()
-#: XML: every text node translated, every element and attribute kept as it is.
-XML = Markup(skipped=frozenset(), attributes=frozenset(), void=frozenset())
+#: XML: every text node translated on its own, every element and attribute kept as it is.
+XML = Markup(skipped=frozenset(), attributes=frozenset(), void=frozenset(), inline=frozenset())
 
 
 @dataclass(frozen=True)
@@ -95,8 +117,30 @@ class Piece:
     kind: str   #: "text" (a text node) or "attribute" (a translated attribute's value)
 
 
-def extract(html: str, markup: Markup = HTML) -> list[Piece]:
-    """The translatable pieces of ``html`` (or XML, with :data:`XML`), in document order."""
+@dataclass(frozen=True)
+class Block:
+    """A sentence run across inline elements, translated whole (see the module's doc)."""
+
+    text: str
+    """The run's text, tags left out, references decoded, whitespace runs read as one space."""
+    marks: tuple[Span, ...]
+    """Each inline element's span of :attr:`text`, in document order (none inside another)."""
+    tags: tuple[tuple[Span, Span], ...]
+    """Each element's start tag and end tag, as spans of the source."""
+    start: int  #: where the run starts in the source (its first tag or text)
+    end: int
+
+    def mark_texts(self) -> tuple[str | None, ...]:
+        """Each element's own text, to translate on its own (``None``: no letter or digit)."""
+        return tuple(t if any(ch.isalnum() for ch in t) else None
+                     for t in (self.text[a:b].strip() for a, b in self.marks))
+
+
+#: What :func:`plan` finds: a text or attribute piece translated on its own, or a block.
+Unit = Piece | Block
+
+
+def _scan(html: str, markup: Markup) -> _Scanner:
     scanner = _Scanner(html, markup)
     try:
         scanner.feed(html)
@@ -104,7 +148,204 @@ def extract(html: str, markup: Markup = HTML) -> list[Piece]:
     except AssertionError:  # the stdlib parser's way of giving up on some input
         pass
     scanner.flush()
-    return scanner.pieces
+    scanner.items.append(None)
+    return scanner
+
+
+def extract(html: str, markup: Markup = HTML) -> list[Piece]:
+    """The translatable pieces of ``html`` (or XML, with :data:`XML`), in document order:
+    every text node apart, as the parser splits them (see :func:`plan` for sentences)."""
+    return _scan(html, markup).pieces
+
+
+def plan(html: str, markup: Markup = HTML) -> list[Unit]:
+    """What to translate in ``html``: :class:`Block` s for sentences across inline elements,
+    and the other pieces (attribute values, text nodes outside any block), in document order."""
+    scanner = _scan(html, markup)
+    units: list[Unit] = []
+    run: list = []
+    for item in scanner.items:
+        if item is None or item == "break":
+            units.extend(_block(html, run, scanner.pieces))
+            run = []
+        elif isinstance(item, int) and scanner.pieces[item].kind == "attribute":
+            units.append(scanner.pieces[item])
+        else:
+            run.append(item)
+    return sorted(units, key=lambda unit: unit.start)
+
+
+def _block(html: str, run: list, pieces: list[Piece]) -> list[Unit]:
+    """A run of text pieces and inline tags: one :class:`Block`, or its pieces apart."""
+    texts = [pieces[item] for item in run if isinstance(item, int)]
+    tags = [item for item in run if not isinstance(item, int)]
+    if len(texts) < 2 or not tags:
+        return texts
+    open_tag, pairs = None, []
+    for kind, span, name in tags:
+        if kind == "open" and open_tag is None:
+            open_tag = (span, name)
+        elif kind == "close" and open_tag is not None and open_tag[1] == name:
+            pairs.append((open_tag[0], span))
+            open_tag = None
+        else:  # nested, or an end tag of an element opened outside the run
+            return texts
+    if open_tag is not None:
+        return texts
+    start = min(texts[0].start, pairs[0][0][0])
+    end = max(texts[-1].end, pairs[-1][1][1])
+    text, marks, cursor, size, mark_start = [], [], start, 0, 0
+    cuts = sorted([(a, b, "open") for (a, b), _ in pairs] + [(a, b, "close") for _, (a, b) in pairs])
+    for a, b, kind in cuts:
+        text.append(_html.unescape(html[cursor:a]))
+        size += len(text[-1])
+        if kind == "open":
+            mark_start = size
+        else:
+            marks.append((mark_start, size))
+        cursor = b
+    text.append(_html.unescape(html[cursor:end]))
+    joined, marks = _collapse("".join(text), marks)
+    if not all(a < b for a, b in marks):  # an empty element: nowhere to place it
+        return texts
+    return [Block(joined, tuple(marks), tuple(pairs), start, end)]
+
+
+def _collapse(text: str, marks: list[Span]) -> tuple[str, list[Span]]:
+    """``text`` with each run of whitespace as one space and the ends trimmed; the marks
+    moved with it (and trimmed of whitespace at their ends)."""
+    out, where = [], []  # where[i]: position in the output of input position i
+    for ch in text:
+        where.append(len(out))
+        if ch in _WHITESPACE:
+            if out and out[-1] != " ":
+                out.append(" ")
+        else:
+            out.append(ch)
+    where.append(len(out))
+    collapsed = "".join(out)
+    trimmed = collapsed.rstrip(" ")
+    moved = []
+    for a, b in marks:
+        a, b = min(where[a], len(trimmed)), min(where[b], len(trimmed))
+        while a < b and trimmed[a] == " ":
+            a += 1
+        while b > a and trimmed[b - 1] == " ":
+            b -= 1
+        moved.append((a, b))
+    return trimmed, moved
+
+
+def texts_to_translate(units: Sequence[Unit]) -> list[str]:
+    """Every string :func:`render` needs the translation of: each unit's text and each
+    block's elements' own texts, each once, in order."""
+    out = []
+    for unit in units:
+        out.append(unit.text)
+        if isinstance(unit, Block):
+            out.extend(t for t in unit.mark_texts() if t is not None)
+    return list(dict.fromkeys(out))
+
+
+def render(html: str, units: Sequence[Unit], table: Mapping[str, str]) -> str:
+    """``html`` with every unit translated, from ``table`` (text → translation, holding
+    every string of :func:`texts_to_translate`); each block's elements are placed with
+    :func:`.inline.place_marks`."""
+    translations, placed = [], []
+    for unit in units:
+        translation = table[unit.text]
+        translations.append(translation)
+        if isinstance(unit, Block):
+            alone = [table[t] if t is not None else None for t in unit.mark_texts()]
+            placed.append(place_marks(unit.text, unit.marks, translation, alone))
+        else:
+            placed.append(None)
+    return rebuild_units(html, units, translations, placed)
+
+
+def rebuild_units(html: str, units: Sequence[Unit], translations: Sequence[str],
+                  placed: Sequence[Sequence[Span | None] | None]) -> str:
+    """``html`` with each unit's translation written in: a piece's as :func:`rebuild` does,
+    a block's with its elements' tags around the spans ``placed`` for it (one per mark;
+    ``None``: not placed, the element is left empty where it would be). A block whose
+    translation equals its text keeps its source bytes."""
+    if not len(units) == len(translations) == len(placed):
+        raise ValueError(f"{len(translations)} translations and {len(placed)} placements for {len(units)} units")
+    attributes = [(u, t) for u, t in zip(units, translations) if isinstance(u, Piece) and u.kind == "attribute"]
+    out, cursor = [], 0
+    for unit, translation, spans in sorted(zip(units, translations, placed), key=lambda row: row[0].start):
+        if isinstance(unit, Piece) and unit.kind == "attribute" and unit.start < cursor:
+            continue  # inside a block's tag: written with the block
+        if not cursor <= unit.start <= unit.end <= len(html):
+            raise ValueError(f"unit at {unit.start}:{unit.end} overlaps another or lies outside the input")
+        out.append(html[cursor:unit.start])
+        if isinstance(unit, Block):
+            inside = [(p, t) for p, t in attributes if unit.start <= p.start < unit.end]
+            if translation == unit.text:
+                out.append(_written(html, unit.start, unit.end, inside))
+            else:
+                out.append(_block_written(html, unit, translation, spans, inside))
+        else:
+            out.append(_written(html, unit.start, unit.end, [(unit, translation)]))
+        cursor = unit.end
+    out.append(html[cursor:])
+    return "".join(out)
+
+
+def _written(html: str, start: int, end: int, pieces: list[tuple[Piece, str]]) -> str:
+    """``html[start:end]`` with the pieces inside it replaced by their translations."""
+    out, cursor = [], start
+    for piece, translation in sorted(pieces, key=lambda pair: pair[0].start):
+        if not cursor <= piece.start <= piece.end <= end:
+            raise ValueError(f"piece at {piece.start}:{piece.end} overlaps another or lies outside the input")
+        out.append(html[cursor:piece.start])
+        if translation == piece.text:
+            out.append(html[piece.start:piece.end])
+        elif piece.kind == "attribute":
+            out.append(_attribute_value(translation, _quote_before(html, piece.start)))
+        else:
+            out.append(_escape(translation))
+        cursor = piece.end
+    out.append(html[cursor:end])
+    return "".join(out)
+
+
+def _block_written(html: str, block: Block, translation: str, spans, inside) -> str:
+    """The block's translation, escaped, with each element's tags around its span: spans
+    that overlap one placed before them are cut to start after it, so the tags nest."""
+    m = len(translation)
+    spans = (list(spans or ()) + [None] * len(block.marks))[:len(block.marks)]
+    order = []
+    for k, span in enumerate(spans):
+        if span is None:  # an empty translation: the element stays, empty, where it was
+            a = min(m, round(block.marks[k][0] / max(len(block.text), 1) * m))
+            span = (a, a)
+        order.append((span[0], span[1], k))
+    order.sort()
+    fixed, last = {}, 0
+    for a, b, k in order:
+        a = max(a, last)
+        b = max(a, b)
+        fixed[k] = (a, b)
+        last = b
+    at: dict[int, list[str]] = {}
+    for k in sorted(fixed, key=lambda k: (fixed[k][0], -fixed[k][1])):
+        a, b = fixed[k]
+        (os_, oe), (cs, ce) = block.tags[k]
+        start_tag = _written(html, os_, oe, [(p, t) for p, t in inside if os_ <= p.start < oe])
+        end_tag = html[cs:ce]
+        if a == b:
+            at.setdefault(a, []).append(start_tag + end_tag)
+        else:
+            at.setdefault(a, []).append(start_tag)
+            at.setdefault(b, []).insert(0, end_tag)
+    out, cursor = [], 0
+    for position in sorted(at):
+        out.append(_escape(translation[cursor:position]))
+        out.extend(at[position])
+        cursor = position
+    out.append(_escape(translation[cursor:]))
+    return "".join(out)
 
 
 def visible_text(html: str, markup: Markup = HTML) -> str:
@@ -122,35 +363,24 @@ def rebuild(html: str, pieces: list[Piece], translations: list[str]) -> str:
     """
     if len(pieces) != len(translations):
         raise ValueError(f"{len(translations)} translations for {len(pieces)} pieces")
-    out, cursor = [], 0
-    for piece, translation in sorted(zip(pieces, translations), key=lambda pair: pair[0].start):
-        if not cursor <= piece.start <= piece.end <= len(html):
-            raise ValueError(f"piece at {piece.start}:{piece.end} overlaps another or lies outside the input")
-        out.append(html[cursor:piece.start])
-        if translation == piece.text:
-            out.append(html[piece.start:piece.end])
-        elif piece.kind == "attribute":
-            out.append(_attribute_value(translation, _quote_before(html, piece.start)))
-        else:
-            out.append(_escape(translation))
-        cursor = piece.end
-    out.append(html[cursor:])
-    return "".join(out)
+    return _written(html, 0, len(html), list(zip(pieces, translations)))
 
 
 def translate_html(html: str, translate: Callable[[list[str]], list[str]], markup: Markup = HTML) -> str:
-    """Translate the text of ``html``, calling ``translate`` once with every piece's text.
+    """Translate the text of ``html``, calling ``translate`` once with every string
+    :func:`render` needs (:func:`texts_to_translate` of :func:`plan`).
 
     ``translate`` is not called when there is nothing to translate. Raises
     :class:`ValueError` when it returns a different number of strings than it was given.
     """
-    pieces = extract(html, markup)
-    if not pieces:
+    units = plan(html, markup)
+    if not units:
         return html
-    translations = list(translate([piece.text for piece in pieces]))
-    if len(translations) != len(pieces):
-        raise ValueError(f"translate returned {len(translations)} strings for {len(pieces)} texts")
-    return rebuild(html, pieces, translations)
+    texts = texts_to_translate(units)
+    translations = list(translate(texts))
+    if len(translations) != len(texts):
+        raise ValueError(f"translate returned {len(translations)} strings for {len(texts)} texts")
+    return render(html, units, dict(zip(texts, translations)))
 
 
 def _escape(text: str) -> str:
@@ -194,6 +424,10 @@ class _Scanner(HTMLParser):
         self._skipped: list[str] = []  # open elements of the skipped subtree, innermost last
         self._unclosed = False  # past a tag, comment or declaration open to the end
         self._run: tuple[int, int] | None = None  # span of the text run being collected
+        self.items: list = []
+        """In document order: a text or attribute piece (its index in :attr:`pieces`), an
+        inline element's tag (``("open" | "close", span, name)``), or ``"break"``: anything
+        else that ends a sentence run (:func:`plan`); ``None`` ends the list."""
 
     def _offset(self) -> int:
         line, column = self.getpos()
@@ -206,6 +440,7 @@ class _Scanner(HTMLParser):
         if text.strip():
             start += len(raw) - len(raw.lstrip(_WHITESPACE))
             self.pieces.append(Piece(text, start, start + len(core), kind))
+            self.items.append(len(self.pieces) - 1)
 
     def flush(self) -> None:
         """End the current text run, adding it as a piece."""
@@ -218,6 +453,7 @@ class _Scanner(HTMLParser):
         if (self._skipped or self._unclosed or _UNCLOSED_MARKUP.match(self.source, start)
                 or not self.source.startswith(raw, start)):
             self.flush()
+            self.items.append("break")
             return
         end = start + len(raw)
         if reference and self.source.startswith(";", end):
@@ -251,15 +487,30 @@ class _Scanner(HTMLParser):
             skip = tag in self.markup.skipped
         if skip and not closed:
             self._skipped.append(tag)
+        raw, start = self.get_starttag_text() or "", self._offset()
+        if not skip and not closed and tag in self.markup.inline and raw and self.source.startswith(raw, start):
+            self.items.append(("open", (start, start + len(raw)), tag))
+        else:
+            self.items.append("break")
 
     def handle_endtag(self, tag: str) -> None:
         self.flush()
         if tag in self._skipped:  # close it and whatever was left open inside it
             while self._skipped.pop() != tag:
                 pass
+            self.items.append("break")
+            return
+        start = self._offset()
+        end = self.source.find(">", start) + 1
+        if (tag in self.markup.inline and not self._skipped and not self._unclosed and end
+                and self.source.startswith("</", start)):
+            self.items.append(("close", (start, end), tag))
+        else:
+            self.items.append("break")
 
     def handle_comment(self, data: str) -> None:
         self.flush()
+        self.items.append("break")
 
     handle_decl = handle_pi = unknown_decl = handle_comment
 
@@ -268,6 +519,7 @@ class _Scanner(HTMLParser):
         # declaration, HTML reads it to the end of the input, so no text follows it.
         if _UNCLOSED_MARKUP.match(self.rawdata):
             self.flush()
+            self.items.append("break")
             self._unclosed = True
         super().close()
 
