@@ -150,6 +150,30 @@ def test_html_keeps_the_markup(demo):
     assert "Good morning" not in out and "A red apple" not in out and _cjk(out)
 
 
+def test_html_sentences_across_inline_elements_are_translated_whole(demo):
+    """The sentence is one translation (the same as the plain text's), and each element's
+    tags come back once, byte for byte, around part of it; in both APIs."""
+    import html as _html
+    import re
+
+    _, client = demo
+    sentence = "Please read the manual before you start the machine."
+    page = ('<p>Please read the <a href="/docs" title="The manual">manual</a> before you '
+            '<em>start</em> the machine.</p>')
+    status, plain = client.json("POST", "/translate", {"q": sentence, "source": "en", "target": "zh"})
+    assert status == 200
+    status, body = client.json("POST", "/translate", {"q": page, "source": "en", "target": "zh", "format": "html"})
+    status2, deepl = client.json("POST", "/v2/translate", {"text": [page], "target_lang": "ZH", "tag_handling": "html"})
+    assert status == status2 == 200
+    for out in (body["translatedText"], deepl["translations"][0]["text"]):
+        assert out.startswith("<p>") and out.endswith("</p>")
+        assert _html.unescape(re.sub(r"<[^>]*>", "", out)) == plain["translatedText"]
+        assert out.count('<a href="/docs" title="') == out.count("</a>") == out.count("<em>") == out.count("</em>") == 1
+        assert out.index("<em>") < out.index("</em>") and out.index("<a ") < out.index("</a>")
+        assert not out.index("<a ") < out.index("<em>") < out.index("</a>")  # not one inside the other
+        assert "The manual" not in out and _cjk(out)
+
+
 def test_languages_settings_and_detect(demo):
     _, client = demo
     status, languages = client.json("GET", "/languages")

@@ -52,7 +52,8 @@ def write_mixed(folder: Path) -> None:
                                      "2\n00:00:02,600 --> 00:00:04,000\nwhere he lives.\n\n"
                                      "3\n00:00:05,000 --> 00:00:06,000\n<i>Good morning.</i>\n", "utf-8")
     (folder / "page.html").write_text('<html><body><p>It is raining.</p><img src="a.png" alt="A red car">'
-                                      "<code>do_not_touch()</code></body></html>\n", "utf-8")
+                                      "<code>do_not_touch()</code><p>My <b>cat</b> is\n  sleeping.</p>"
+                                      "</body></html>\n", "utf-8")
     (folder / "catalog.csv").write_text('sku,description,price\nAB-1,"A small, red bag.",12.50\n'
                                         'AB-2,My father is busy.,3\n', "utf-8")
     doc = Document()
@@ -93,6 +94,11 @@ def test_every_format_is_translated_with_its_structure(tmp_path, env):
     html = (src / "page.zh-Hans.html").read_text("utf-8")
     assert "<code>do_not_touch()</code>" in html and 'src="a.png"' in html and "raining" not in html
     assert cjk(html) > 3
+    # a sentence across an inline element is translated whole, the element's tags around part of it
+    inline = html[html.index("</code><p>") + 10:html.rindex("</p>")]
+    whole = run_cli("translate", stdin="My cat is sleeping.".encode()).stdout.decode().strip()
+    assert inline.count("<b>") == inline.count("</b>") == 1 and inline.index("<b>") < inline.index("</b>")
+    assert inline.replace("<b>", "").replace("</b>", "") == whole and cjk(whole) > 1
 
     rows = (src / "catalog.zh-Hans.csv").read_text("utf-8").split("\n")
     assert rows[0] == "sku,description,price" and rows[1].startswith('AB-1,"') and rows[1].endswith('",12.50')

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..core.engine import Priority
 from ..core.errors import Busy, EngineClosed, InputError, TranslationFailed
-from ..core.markup import Markup, extract, rebuild
+from ..core.markup import Markup, plan, render, texts_to_translate
 from ..core.translator import SentenceResult, Submission, TranslateOptions, Translator, join_results
 from .params import HTTPError
 
@@ -199,8 +199,9 @@ class Service:
         """Translate each text (plain, or HTML or XML whose markup is kept); one string per text.
 
         All of a request's text is submitted together under one deadline, so its
-        sentences share batches; HTML pieces that repeat (in one document or across
-        them) are translated once.
+        sentences share batches; in HTML, a sentence across inline elements is translated
+        whole (:func:`~edge_translator.core.markup.plan`), and texts that repeat (in one
+        document or across them) are translated once.
 
         Args:
             texts: The texts of one request.
@@ -220,8 +221,8 @@ class Service:
             return [text if keep else next(done) for text, keep in zip(texts, unchanged)]
         deadline = self.deadline()
         if markup is not None:
-            documents = [extract(text, markup) for text in texts]
-            units = list(dict.fromkeys(piece.text for pieces in documents for piece in pieces))
+            documents = [plan(text, markup) for text in texts]
+            units = list(dict.fromkeys(unit for document in documents for unit in texts_to_translate(document)))
         else:
             units = texts
         results = self._collect(self.submit(units, target, deadline), gone, deadline)
@@ -230,8 +231,7 @@ class Service:
         if markup is None:
             return translated
         table = dict(zip(units, translated))
-        return [rebuild(text, pieces, [table[piece.text] for piece in pieces])
-                for text, pieces in zip(texts, documents)]
+        return [render(text, document, table) for text, document in zip(texts, documents)]
 
     def stream(self, texts: list[str], target: str, gone: Callable[[], bool] | None = None
                ) -> Iterator[tuple[int, SentenceResult]]:

@@ -2,10 +2,11 @@
 
 This is the daemon's ``format=html`` module (:mod:`edge_translator.core.markup`) behind
 the document interface, so both translate HTML the same way: ``script``, ``style``,
-``code`` and ``pre`` are left alone and every byte of markup comes from the source.
-Limitation (the markup module's): inline elements split a sentence, so
-``<p>Hello <b>world</b>!</p>`` is translated as three pieces. The whole file is read at
-once; HTML pages are small next to the model.
+``code`` and ``pre`` are left alone and every byte of markup comes from the source. A
+sentence across inline elements (``<p>Read the <a href="/d">docs</a> first.</p>``) is one
+segment whose elements are its marks: the job translates it whole and each element's text
+on its own, and finds where each landed (:mod:`edge_translator.core.inline`); the writer
+puts the tags there. The whole file is read at once; HTML pages are small next to the model.
 """
 
 from __future__ import annotations
@@ -31,26 +32,28 @@ class HtmlDocument:
     def __init__(self, path: Path):
         self.path = path
 
-    def _load(self) -> tuple[str, textio.TextEncoding, list[markup.Piece]]:
+    def _load(self) -> tuple[str, textio.TextEncoding, list[markup.Unit]]:
         encoding = textio.sniff(self.path)
         html = textio.read_all(self.path, encoding)
-        pieces = [p for p in markup.extract(html) if _worth_translating(p.text)]
-        return html, encoding, pieces
+        units = [u for u in markup.plan(html) if _worth_translating(u.text)]
+        return html, encoding, units
 
     def segments(self) -> Iterator[Segment]:
-        html, _, pieces = self._load()
+        html, _, units = self._load()
         starts = [0] + [i + 1 for i, ch in enumerate(html) if ch == "\n"]
-        for piece in pieces:
-            yield Segment(piece.text, line=bisect.bisect_right(starts, piece.start))
+        for unit in units:
+            marks = unit.marks if isinstance(unit, markup.Block) else ()
+            yield Segment(unit.text, marks, line=bisect.bisect_right(starts, unit.start))
 
     def write(self, translated: Iterable[Translated], out: BinaryIO) -> None:
-        html, encoding, pieces = self._load()
-        texts = [t.text for t in translated]
-        if len(texts) != len(pieces):
-            raise DocumentError(self.path, f"changed while it was translated ({len(pieces)} pieces of text now, "
-                                f"{len(texts)} before); run the job again")
+        html, encoding, units = self._load()
+        done = list(translated)
+        if len(done) != len(units):
+            raise DocumentError(self.path, f"changed while it was translated ({len(units)} pieces of text now, "
+                                f"{len(done)} before); run the job again")
+        placed = [t.marks if isinstance(u, markup.Block) else None for u, t in zip(units, done)]
         stream = textio.writer(out, encoding)
-        stream.write(markup.rebuild(html, pieces, texts))
+        stream.write(markup.rebuild_units(html, units, [t.text for t in done], placed))
         stream.flush()
         stream.detach()
 
