@@ -327,7 +327,8 @@ def test_translate_is_called_once_with_every_text():
         return [text.upper() for text in batch]
 
     assert translate_html(LINKS, translate) == translate_html(LINKS, lambda xs: [x.upper() for x in xs])
-    assert calls == [texts(LINKS)]
+    # the sentence whole, then each element's own text, then the attribute, each once
+    assert calls == [["Hello world, this is a nested link!", "world", "a nested link", "nested", "Go there"]]
     calls.clear()
     assert translate_html("<p> </p><script>x</script>", translate) == "<p> </p><script>x</script>"
     assert calls == []
@@ -423,6 +424,10 @@ def fake_translator(table):
     ("<p>The <em>red</em> and the <strong>blue</strong> one</p>",
      {"The red and the blue one": "蓝色的和红色的", "red": "红色", "blue": "蓝色"},
      "<p><strong>蓝色</strong>的和<em>红色</em>的</p>"),
+    # an element inside another is placed inside the span found for it
+    ("<p>Please <strong>read <a href=/m>the manual</a></strong> first.</p>",
+     {"Please read the manual first.": "请先阅读手册。", "read the manual": "阅读手册", "the manual": "手册"},
+     "<p>请先<strong>阅读<a href=/m>手册</a></strong>。</p>"),
     # whitespace runs (a line break in the source) are one space in the sentence
     ("<li>Fish &amp;\n   <b>chips</b> today</li>", {"Fish & chips today": "今天有炸鱼&薯条", "chips": "薯条"},
      "<li>今天有炸鱼&amp;<b>薯条</b></li>"),
@@ -436,8 +441,8 @@ def test_a_sentence_across_inline_elements_is_translated_whole(source, table, ex
 
 
 @pytest.mark.parametrize("source", [
-    "<p>Nested <a href=x><b>bold</b> link</a> here.</p>",  # an element inside another
     "<p>Hello <b>world</p>",  # closed outside the run
+    "<p>Crossed <b>bold <i>both</b> italic</i> end.</p>",  # not nested, crossed
     "<p>Stray</b> end tag and <i>more</i></p>",
     "<p>An <span></span> empty element.</p>",  # nothing to put it around
     "<p>Run <code>make</code> now.</p>",  # a skipped element is not inline
@@ -479,27 +484,28 @@ def _well_nested(html):
 
 
 def _sentences(seed):
-    """Sentences of words with inline elements around some of them (none nested), the
+    """Sentences of words with inline elements around some of them, up to three deep, the
     elements with attributes that are and are not translated."""
     rng = random.Random(seed)
     words = "the quick brown fox jumps over a lazy dog & cat <with> seven 'quoted' words".split()
     names = sorted(INLINE_ELEMENTS)
-    for _ in range(60):
-        n = rng.randint(2, 12)
+
+    def phrase(n, depth):
         parts, i = [], 0
         while i < n:
-            if rng.random() < 0.3:
-                k = rng.randint(1, min(3, n - i))
+            if rng.random() < 0.3 and depth < 3:
+                k = rng.randint(1, min(4, n - i))
                 name = rng.choice(names)
                 attrs = rng.choice(["", ' href="/x"', " title='Tip &amp; trick'", ' class="c" title=t'])
-                inner = " ".join(_html.escape(w, quote=False) for w in (rng.choice(words) for _ in range(k)))
-                parts.append(f"<{name}{attrs}>{inner}</{name}>")
+                parts.append(f"<{name}{attrs}>{phrase(k, depth + 1)}</{name}>")
                 i += k
             else:
                 parts.append(_html.escape(rng.choice(words), quote=False))
                 i += 1
-        sep = rng.choice([" ", "\n  "])
-        yield "<p>" + sep.join(parts) + rng.choice([".", "!", ""]) + "</p>"
+        return rng.choice([" ", "\n  "]).join(parts)
+
+    for _ in range(60):
+        yield "<p>" + phrase(rng.randint(2, 12), 0) + rng.choice([".", "!", ""]) + "</p>"
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -537,3 +543,18 @@ def test_a_block_written_with_missing_or_overlapping_placements_keeps_every_tag(
     out = rebuild_units(source, units, ["一只大猫坐下了"], [placed])
     assert sorted(_tags(out)) == sorted(_tags(source)) and _well_nested(out)
     assert re.sub(r"<[^>]*>", "", out) == "一只大猫坐下了"
+
+
+@pytest.mark.parametrize("placed", [None, ((0, 3), (5, 7)), ((4, 7), (0, 2)), ((0, 7), None), ((2, 3), (2, 3))])
+def test_a_child_placed_outside_its_parent_is_cut_into_it(placed):
+    """A document job places marks flat, with no parents; the child's tags still end up
+    inside the parent's."""
+    from edge_translator.core.markup import rebuild_units
+
+    source = "<p>The <a href=/x>big <b>red</b> bus</a> left</p>"
+    units = plan(source)
+    assert units[0].parents == (None, 0)
+    out = rebuild_units(source, units, ["那辆红色大巴士走了"], [placed])
+    assert sorted(_tags(out)) == sorted(_tags(source)) and _well_nested(out), out
+    assert out.index("<a") < out.index("<b>") < out.index("</b>") < out.index("</a>")
+    assert re.sub(r"<[^>]*>", "", out[3:-4]) == "那辆红色大巴士走了"

@@ -33,9 +33,10 @@ where that landed in the whole translation (:func:`.inline.place_marks`): ``<p>�
 href="/d">文档</a>。</p>``. Every tag comes back once, byte for byte, and well nested; only
 its place in the text is the model's. A block is a run of text joined by the start and
 end tags of :data:`INLINE_ELEMENTS` (``Markup.inline``), each element closed inside the
-run and none inside another; a run that is not (``<a><b>x</b> y</a>``, ``Hello
-<b>world</p>``) is translated piece by piece, as :func:`extract` splits it. Whitespace
-runs inside a block's text are read as one space, as HTML shows them.
+run; one inside another (up to :data:`MAX_INLINE_DEPTH` deep) is placed inside the span
+found for that one. A run that is not (``Hello <b>world</p>``, ``Stray</b> end``) is
+translated piece by piece, as :func:`extract` splits it. Whitespace runs inside a block's
+text are read as one space, as HTML shows them.
 
 Limitations: a block's element is placed where the model's translation of its text alone
 appears in the whole one, else on the same share of it; a weak model (the small demo
@@ -68,6 +69,8 @@ keygen link meta param source track wbr""".split())
 #: :class:`Block`, translated whole.
 INLINE_ELEMENTS = frozenset("""a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span
 strike strong sub sup time tt u""".split())
+#: Inline elements a block holds one inside another at most; a deeper run is split.
+MAX_INLINE_DEPTH = 8
 
 _WHITESPACE = " \t\n\r\f"
 #: Tag name, then attributes as HTML reads them: name, optional ``=`` and value.
@@ -124,11 +127,20 @@ class Block:
     text: str
     """The run's text, tags left out, references decoded, whitespace runs read as one space."""
     marks: tuple[Span, ...]
-    """Each inline element's span of :attr:`text`, in document order (none inside another)."""
+    """Each inline element's span of :attr:`text`, in the order of their start tags."""
     tags: tuple[tuple[Span, Span], ...]
     """Each element's start tag and end tag, as spans of the source."""
     start: int  #: where the run starts in the source (its first tag or text)
     end: int
+    parents: tuple[int | None, ...] = ()
+    """Each element's parent: the index of the element it is inside, or ``None``."""
+
+    def parent(self, k: int) -> int | None:
+        return self.parents[k] if k < len(self.parents) else None
+
+    def children(self, k: int | None) -> list[int]:
+        """The elements directly inside element ``k`` (``None``: at the top), in order."""
+        return [j for j in range(len(self.marks)) if self.parent(j) == k]
 
     def mark_texts(self) -> tuple[str | None, ...]:
         """Each element's own text, to translate on its own (``None``: no letter or digit)."""
@@ -181,34 +193,37 @@ def _block(html: str, run: list, pieces: list[Piece]) -> list[Unit]:
     tags = [item for item in run if not isinstance(item, int)]
     if len(texts) < 2 or not tags:
         return texts
-    open_tag, pairs = None, []
+    opened: list[tuple[int, str]] = []  # (mark, name) of the elements open, innermost last
+    starts, ends, parents = [], [], []
     for kind, span, name in tags:
-        if kind == "open" and open_tag is None:
-            open_tag = (span, name)
-        elif kind == "close" and open_tag is not None and open_tag[1] == name:
-            pairs.append((open_tag[0], span))
-            open_tag = None
-        else:  # nested, or an end tag of an element opened outside the run
+        if kind == "open" and len(opened) < MAX_INLINE_DEPTH:
+            parents.append(opened[-1][0] if opened else None)
+            opened.append((len(starts), name))
+            starts.append(span)
+            ends.append(None)
+        elif kind == "close" and opened and opened[-1][1] == name:
+            ends[opened.pop()[0]] = span
+        else:  # an end tag of an element opened outside the run, or too deep
             return texts
-    if open_tag is not None:
+    if opened:
         return texts
-    start = min(texts[0].start, pairs[0][0][0])
-    end = max(texts[-1].end, pairs[-1][1][1])
-    text, marks, cursor, size, mark_start = [], [], start, 0, 0
-    cuts = sorted([(a, b, "open") for (a, b), _ in pairs] + [(a, b, "close") for _, (a, b) in pairs])
-    for a, b, kind in cuts:
+    pairs = list(zip(starts, ends))
+    start = min(texts[0].start, starts[0][0])
+    end = max(texts[-1].end, max(b for _, (_, b) in pairs))
+    text, cursor, size = [], start, 0
+    bounds = [[0, 0] for _ in pairs]
+    cuts = sorted([(a, b, k, 0) for k, ((a, b), _) in enumerate(pairs)]
+                  + [(a, b, k, 1) for k, (_, (a, b)) in enumerate(pairs)])
+    for a, b, k, side in cuts:
         text.append(_html.unescape(html[cursor:a]))
         size += len(text[-1])
-        if kind == "open":
-            mark_start = size
-        else:
-            marks.append((mark_start, size))
+        bounds[k][side] = size
         cursor = b
     text.append(_html.unescape(html[cursor:end]))
-    joined, marks = _collapse("".join(text), marks)
+    joined, marks = _collapse("".join(text), [tuple(b) for b in bounds])
     if not all(a < b for a, b in marks):  # an empty element: nowhere to place it
         return texts
-    return [Block(joined, tuple(marks), tuple(pairs), start, end)]
+    return [Block(joined, tuple(marks), tuple(pairs), start, end, tuple(parents))]
 
 
 def _collapse(text: str, marks: list[Span]) -> tuple[str, list[Span]]:
@@ -257,10 +272,32 @@ def render(html: str, units: Sequence[Unit], table: Mapping[str, str]) -> str:
         translations.append(translation)
         if isinstance(unit, Block):
             alone = [table[t] if t is not None else None for t in unit.mark_texts()]
-            placed.append(place_marks(unit.text, unit.marks, translation, alone))
+            placed.append(_place(unit, translation, alone))
         else:
             placed.append(None)
     return rebuild_units(html, units, translations, placed)
+
+
+def _place(block: Block, translation: str, alone: list[str | None]) -> list[Span | None]:
+    """Where each element of ``block`` lies in ``translation``: those at the top in the
+    whole of it, each element's children inside the span found for it."""
+    placed: list[Span | None] = [None] * len(block.marks)
+
+    def level(parent: int | None, lo: int, hi: int) -> None:
+        kids = block.children(parent)
+        if not kids:
+            return
+        base = 0 if parent is None else block.marks[parent][0]
+        source = block.text if parent is None else block.text[base:block.marks[parent][1]]
+        spans = place_marks(source, [(block.marks[k][0] - base, block.marks[k][1] - base) for k in kids],
+                            translation[lo:hi], [alone[k] for k in kids])
+        for k, span in zip(kids, spans):
+            if span is not None:
+                placed[k] = (span[0] + lo, span[1] + lo)
+                level(k, *placed[k])
+
+    level(None, 0, len(translation))
+    return placed
 
 
 def rebuild_units(html: str, units: Sequence[Unit], translations: Sequence[str],
@@ -311,41 +348,49 @@ def _written(html: str, start: int, end: int, pieces: list[tuple[Piece, str]]) -
 
 
 def _block_written(html: str, block: Block, translation: str, spans, inside) -> str:
-    """The block's translation, escaped, with each element's tags around its span: spans
-    that overlap one placed before them are cut to start after it, so the tags nest."""
-    m = len(translation)
-    spans = (list(spans or ()) + [None] * len(block.marks))[:len(block.marks)]
-    order = []
-    for k, span in enumerate(spans):
-        if span is None:  # an empty translation: the element stays, empty, where it was
-            a = min(m, round(block.marks[k][0] / max(len(block.text), 1) * m))
-            span = (a, a)
-        order.append((span[0], span[1], k))
-    order.sort()
-    fixed, last = {}, 0
-    for a, b, k in order:
-        a = max(a, last)
-        b = max(a, b)
-        fixed[k] = (a, b)
-        last = b
-    at: dict[int, list[str]] = {}
-    for k in sorted(fixed, key=lambda k: (fixed[k][0], -fixed[k][1])):
-        a, b = fixed[k]
-        (os_, oe), (cs, ce) = block.tags[k]
-        start_tag = _written(html, os_, oe, [(p, t) for p, t in inside if os_ <= p.start < oe])
-        end_tag = html[cs:ce]
-        if a == b:
-            at.setdefault(a, []).append(start_tag + end_tag)
-        else:
-            at.setdefault(a, []).append(start_tag)
-            at.setdefault(b, []).insert(0, end_tag)
-    out, cursor = [], 0
-    for position in sorted(at):
-        out.append(_escape(translation[cursor:position]))
-        out.extend(at[position])
-        cursor = position
-    out.append(_escape(translation[cursor:]))
-    return "".join(out)
+    """The block's translation, escaped, with each element's tags around its span. The
+    spans are made to nest first: each is cut to its parent's, and one that overlaps a
+    sibling placed before it starts after it; an element without a span (``None``, or
+    cut to nothing) is written empty at its place."""
+    n = len(block.marks)
+    spans = (list(spans or ()) + [None] * n)[:n]
+    fixed: dict[int, Span] = {}
+
+    def fix(parent: int | None, lo: int, hi: int) -> None:
+        kids = block.children(parent)
+        base, width = (0, len(block.text)) if parent is None else \
+            (block.marks[parent][0], block.marks[parent][1] - block.marks[parent][0])
+        wanted = []
+        for k in kids:
+            span = spans[k]
+            if span is None:  # the same share of the parent's span
+                a = lo + round((block.marks[k][0] - base) / max(width, 1) * (hi - lo))
+                span = (a, a)
+            wanted.append((span[0], span[1], k))
+        last = lo
+        for a, b, k in sorted(wanted):
+            a = min(max(a, last), hi)
+            b = min(max(b, a), hi)
+            fixed[k] = (a, b)
+            last = b
+            fix(k, a, b)
+
+    fix(None, 0, len(translation))
+
+    def emit(parent: int | None, lo: int, hi: int) -> str:
+        out, cursor = [], lo
+        for k in sorted(block.children(parent), key=lambda k: (fixed[k], k)):
+            a, b = fixed[k]
+            (os_, oe), (cs, ce) = block.tags[k]
+            out.append(_escape(translation[cursor:a]))
+            out.append(_written(html, os_, oe, [(p, t) for p, t in inside if os_ <= p.start < oe]))
+            out.append(emit(k, a, b))
+            out.append(html[cs:ce])
+            cursor = b
+        out.append(_escape(translation[cursor:hi]))
+        return "".join(out)
+
+    return emit(None, 0, len(translation))
 
 
 def visible_text(html: str, markup: Markup = HTML) -> str:
