@@ -135,12 +135,12 @@ class Block:
     parents: tuple[int | None, ...] = ()
     """Each element's parent: the index of the element it is inside, or ``None``."""
 
-    def parent(self, k: int) -> int | None:
-        return self.parents[k] if k < len(self.parents) else None
-
-    def children(self, k: int | None) -> list[int]:
-        """The elements directly inside element ``k`` (``None``: at the top), in order."""
-        return [j for j in range(len(self.marks)) if self.parent(j) == k]
+    def children(self) -> dict[int | None, list[int]]:
+        """The elements directly inside each element (``None``: at the top), in order."""
+        tree: dict[int | None, list[int]] = {}
+        for k in range(len(self.marks)):
+            tree.setdefault(self.parents[k] if k < len(self.parents) else None, []).append(k)
+        return tree
 
     def mark_texts(self) -> tuple[str | None, ...]:
         """Each element's own text, to translate on its own (``None``: no letter or digit)."""
@@ -282,9 +282,10 @@ def _place(block: Block, translation: str, alone: list[str | None]) -> list[Span
     """Where each element of ``block`` lies in ``translation``: those at the top in the
     whole of it, each element's children inside the span found for it."""
     placed: list[Span | None] = [None] * len(block.marks)
+    tree = block.children()
 
     def level(parent: int | None, lo: int, hi: int) -> None:
-        kids = block.children(parent)
+        kids = tree.get(parent, [])
         if not kids:
             return
         base = 0 if parent is None else block.marks[parent][0]
@@ -355,9 +356,10 @@ def _block_written(html: str, block: Block, translation: str, spans, inside) -> 
     n = len(block.marks)
     spans = (list(spans or ()) + [None] * n)[:n]
     fixed: dict[int, Span] = {}
+    tree = block.children()
 
     def fix(parent: int | None, lo: int, hi: int) -> None:
-        kids = block.children(parent)
+        kids = tree.get(parent, [])
         base, width = (0, len(block.text)) if parent is None else \
             (block.marks[parent][0], block.marks[parent][1] - block.marks[parent][0])
         wanted = []
@@ -379,7 +381,7 @@ def _block_written(html: str, block: Block, translation: str, spans, inside) -> 
 
     def emit(parent: int | None, lo: int, hi: int) -> str:
         out, cursor = [], lo
-        for k in sorted(block.children(parent), key=lambda k: (fixed[k], k)):
+        for k in sorted(tree.get(parent, []), key=lambda k: (fixed[k], k)):
             a, b = fixed[k]
             (os_, oe), (cs, ce) = block.tags[k]
             out.append(_escape(translation[cursor:a]))
