@@ -10,7 +10,7 @@ import pytest
 from edge_translator.core.bundle import load_bundle
 from edge_translator.core.decode import GreedyBatch, Seq2Seq
 from edge_translator.core.kvcache import (SOURCE_ALIGN, SOURCE_SLACK, BoundDecoder, BufferPool, KVBuffers, SharedKV,
-                                         cross_alignment, encode_bound, encoder_groups, mapped)
+                                         compaction_order, cross_alignment, encode_bound, encoder_groups, mapped)
 from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
@@ -611,3 +611,40 @@ def test_a_decoder_without_row_positions_takes_no_rows_once_it_decodes(graph_par
     while not batch.done:
         batch.step()
     assert not batch.can_admit  # a finished batch has given its memory back
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_compaction_order_moves_only_rows_past_the_kept_ones_into_the_places_left(seed):
+    """Any set of rows leaving any batch: the order keeps each row once, leaves the rows that
+    fit where they are, moves the others into the places left, and moving them in that order
+    in place gives every kept row its own contents, as a copy of the whole batch would."""
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 40))
+    slots = np.flatnonzero(rng.random(rows) < rng.random())
+    order = compaction_order(slots, rows)
+    kept = len(slots)
+    assert sorted(order.tolist()) == slots.tolist()
+    for i, slot in enumerate(order):
+        assert slot == i if slot < kept else i not in set(slots.tolist())
+    assert int(np.sum(order != np.arange(kept))) == int(np.sum(slots >= kept))  # the fewest moves
+    layers, heads, dim = 2, 2, 3
+    kv = SharedKV(layers, rows, heads, dim, capacity=8)
+    kv.lengths[:] = rng.integers(0, 9, rows)
+    for segment in range(2 * layers):
+        kv.segment(segment)[...] = rng.standard_normal(kv.shape).astype(np.float32)
+    before = [kv.segment(s).copy() for s in range(2 * layers)]
+    lengths = kv.lengths.copy()
+    kv.keep(order)
+    assert kv.rows == kept and kv.lengths.tolist() == lengths[order].tolist()
+    for segment in range(2 * layers):
+        for i, slot in enumerate(order):
+            np.testing.assert_array_equal(kv.segment(segment)[i, :, : lengths[slot]],
+                                          before[segment][slot, :, : lengths[slot]])
+
+
+def test_compaction_order_refuses_slots_out_of_order_or_out_of_the_batch():
+    for slots in ([2, 1], [0, 0], [0, 5]):
+        with pytest.raises(ValueError, match="ascending"):
+            compaction_order(slots, 5)
+    assert compaction_order([], 3).tolist() == []
+    assert compaction_order([1, 3, 4], 5).tolist() == [3, 1, 4]  # rows 3 and 4 into places 0 and 2

@@ -20,7 +20,7 @@ import numpy as np
 from .bundle import Bundle
 from .cpu import check_runtime
 from .errors import BundleError
-from .kvcache import BoundDecoder, BufferPool, cross_alignment, encode_bound
+from .kvcache import BoundDecoder, BufferPool, compaction_order, cross_alignment, encode_bound
 from .logsoftmax import open_log_softmax
 from .sessions import create_session, lean_malloc, onnxruntime
 
@@ -521,10 +521,11 @@ class GreedyBatch:
         return scratch[:rows]
 
     def _keep(self, keep: list[int]) -> None:
-        """Keep only these slots (positions in the running batch)."""
+        """Keep only these slots (positions in the running batch, ascending); the rows past
+        the kept ones fill the places that the others left (:func:`.kvcache.compaction_order`)."""
         if len(keep) == len(self.rows):
             return
-        idx = np.asarray(keep, np.int64)
+        idx = compaction_order(keep, len(self.rows))
         self.rows = self.rows[idx]
         if not self._started:
             return

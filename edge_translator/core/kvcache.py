@@ -338,13 +338,16 @@ class SharedKV:
         self.lengths += new
 
     def keep(self, slots: np.ndarray) -> None:
-        """Keep only these rows (positions in the batch, ascending), moved down in place."""
-        longest = int(self.lengths[slots].max(initial=0))
-        for segment in range(self.segments):
-            values = self.segment(segment)
-            for row, slot in enumerate(slots):  # slots ascend: no row is overwritten before it is read
-                if row != slot:
-                    values[row, :, :longest] = values[slot, :, :longest]
+        """Keep only these rows, in this order, moved in place: row ``i`` comes from position
+        ``slots[i]`` of the batch (ascending slots, or :func:`compaction_order`'s).
+
+        Each moved row copies its own positions only; what lies past a row's length is never read.
+        """
+        for row, slot in enumerate(slots):  # no row is overwritten before it is read (see compaction_order)
+            if row != slot and (length := int(self.lengths[slot])):
+                for segment in range(self.segments):
+                    values = self.segment(segment)
+                    values[row, :, :length] = values[slot, :, :length]
         self.lengths = np.ascontiguousarray(self.lengths[slots])
         self.rows = len(slots)  # segments stay where they are: only their first rows are used
 
@@ -353,6 +356,35 @@ class SharedKV:
         if self._buffer is not None:
             self.pool.give(self._buffer)
         self._buffer = None
+
+
+def compaction_order(slots, rows: int) -> np.ndarray:
+    """The order in which a batch of ``rows`` keeps the rows at ``slots`` (ascending) with
+    the fewest moves: a kept row stays where it is unless it lies past the rows kept, and
+    those fill the places of the rows that left, in turn.
+
+    Moving every later row down by one instead (the kept rows in their old order) copied
+    the K/V cache and the cross K/V of all of them each time a row finished, and rows
+    finish at almost every step once rows join a batch that is decoding: on the full
+    opus-mt-en-zh shape, 16 callers, that was 14 ms a compaction, a fifth of the decoding
+    time. Each moved row reads from a place past the rows kept and writes into one that a
+    leaving row held, so the rows can be moved in place in this order.
+
+    Args:
+        slots: Positions of the rows to keep, ascending.
+        rows: Rows in the batch now.
+
+    Returns:
+        ``order`` [len(slots)] int64: row ``i`` of the kept batch is row ``order[i]`` of this one.
+    """
+    slots = np.asarray(slots, np.int64)
+    kept = len(slots)
+    if kept and (slots[-1] >= rows or np.any(np.diff(slots) <= 0)):
+        raise ValueError(f"slots must be distinct positions below {rows}, ascending")
+    order = np.arange(kept, dtype=np.int64)
+    holes = np.setdiff1d(order, slots[slots < kept])
+    order[holes] = slots[slots >= kept]
+    return order
 
 
 def _aligned(length, align: int = SOURCE_ALIGN):
@@ -628,9 +660,10 @@ class BoundDecoder:
         return out
 
     def keep(self, slots: np.ndarray) -> None:
-        """Keep only these rows (positions in the batch, ascending)."""
+        """Keep only these rows, in this order: row ``i`` comes from position ``slots[i]``
+        (ascending slots, or :func:`compaction_order`'s)."""
         self.kv.keep(slots)
-        for row, slot in enumerate(slots):  # in place: slots ascend, so no row is overwritten before it is read
+        for row, slot in enumerate(slots):  # in place: no row is overwritten before it is read
             if row != slot:
                 self.cross[:, row] = self.cross[:, slot]
         self.cross = self._full[:, : len(slots)]
