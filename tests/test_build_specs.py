@@ -68,3 +68,24 @@ def test_the_check_finds_an_excluded_import(tmp_path):
     sample.write_text("def f():\n    from numpy.random import default_rng\n    import pdb\n")
     names = [name for _, name in _imports(sample)]
     assert _excluded(names[0], _common().EXCLUDES) and _excluded(names[-1], _common().EXCLUDES)
+
+
+def test_translating_loads_nothing_the_apps_leave_out(tiny_int8):
+    """What a library function imports on its first call escapes the static checks above
+    (``np.setdiff1d`` loads the masked-array subpackage): translate texts whose sentences finish at
+    different steps, in a fresh interpreter, and look at what was loaded."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "from edge_translator.core.translator import Translator\n"
+        f"t = Translator.load({str(tiny_int8)!r}, cache=None)\n"
+        "t.translate('Hello there. The weather is fine today, and the shops are open until late. Yes.')\n"
+        "t.translate_batch(['One.', 'Two more words here.', 'A third sentence, somewhat longer than the others.'])\n"
+        "t.close()\n"
+        "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [m for m in loaded if _excluded(m, _common().EXCLUDES)] == []

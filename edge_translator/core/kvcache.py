@@ -382,8 +382,9 @@ def compaction_order(slots, rows: int) -> np.ndarray:
     if kept and (slots[-1] >= rows or np.any(np.diff(slots) <= 0)):
         raise ValueError(f"slots must be distinct positions below {rows}, ascending")
     order = np.arange(kept, dtype=np.int64)
-    holes = np.setdiff1d(order, slots[slots < kept])
-    order[holes] = slots[slots >= kept]
+    left = np.ones(kept, bool)  # not np.setdiff1d: it loads the masked arrays, which the apps leave out
+    left[slots[slots < kept]] = False
+    order[left] = slots[slots >= kept]
     return order
 
 
