@@ -343,10 +343,10 @@ class SharedKV:
 
         Each moved row copies its own positions only; what lies past a row's length is never read.
         """
+        segments = [self.segment(s) for s in range(self.segments)]
         for row, slot in enumerate(slots):  # no row is overwritten before it is read (see compaction_order)
             if row != slot and (length := int(self.lengths[slot])):
-                for segment in range(self.segments):
-                    values = self.segment(segment)
+                for values in segments:
                     values[row, :, :length] = values[slot, :, :length]
         self.lengths = np.ascontiguousarray(self.lengths[slots])
         self.rows = len(slots)  # segments stay where they are: only their first rows are used
