@@ -24,6 +24,7 @@ import pytest
 from edge_translator.toolchain.testmodels import english_sentences
 
 from .conftest import ROOT
+from .waiting import wait_until
 
 pytest.importorskip("waitress")  # the serve extra; CI installs it
 
@@ -140,7 +141,8 @@ def test_sigterm_finishes_requests_in_flight_then_exits_0():
 
     worker = threading.Thread(target=call)
     worker.start()
-    time.sleep(0.5)  # the request is in flight
+    wait_until(lambda: json.loads(urllib.request.urlopen(daemon.url + "/health", timeout=5).read())["in_flight"] > 0,
+               what="the request to be in flight")
     daemon.process.send_signal(signal.SIGTERM)
     worker.join(120)
     assert daemon.process.wait(60) == 0

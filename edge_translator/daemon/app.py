@@ -8,7 +8,6 @@ carries a traceback: an unexpected error is logged and answered with a 500 and o
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -16,9 +15,11 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 
 from ..core.translator import Translator
+from . import deepl, libre, native
+from .context import Context
+from .http import HTTPError, Request, Response, json_response
 from .languages import Targets
 from .limits import Access
-from .params import HTTPError, Params, parse
 from .service import Limits, Service
 
 logger = logging.getLogger(__name__)
@@ -40,51 +41,7 @@ class AppOptions:
     """``Access-Control-Allow-Origin`` for browser clients (``"*"`` or one origin); ``None``: no CORS."""
 
 
-@dataclass
-class Request:
-    """One HTTP request, as the handlers see it."""
-
-    environ: dict
-    method: str
-    path: str
-    max_body: int
-    _params: Params | None = None
-
-    @property
-    def params(self) -> Params:
-        """Query string and body fields (parsed on first use)."""
-        if self._params is None:
-            self._params = parse(self.environ, self.max_body)
-        return self._params
-
-    @property
-    def address(self) -> str:
-        return self.environ.get("REMOTE_ADDR", "?")
-
-    def header(self, name: str) -> str:
-        return self.environ.get("HTTP_" + name.upper().replace("-", "_"), "")
-
-    def gone(self) -> bool:
-        """Whether the client has disconnected (waitress tells, with request lookahead on)."""
-        probe = self.environ.get("waitress.client_disconnected")
-        return bool(probe and probe())
-
-
-@dataclass
-class Response:
-    """What a handler returns."""
-
-    body: bytes | Iterable[bytes]
-    status: int = 200
-    content_type: str = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-def json_response(value, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-    return Response(json.dumps(value, ensure_ascii=False).encode("utf-8"), status, "application/json", headers)
-
-
-Handler = Callable[["App", Request], Response]
+Handler = Callable[[Context, Request], Response]
 
 
 class App:
@@ -97,8 +54,6 @@ class App:
             metrics: A :class:`~.metrics.Metrics`, or ``None`` to build one (needs
                 ``prometheus_client``).
         """
-        from . import deepl, libre, native
-
         self.translator = translator
         self.options = options or AppOptions()
         self.service = Service(translator, self.options.limits)

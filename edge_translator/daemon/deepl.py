@@ -9,9 +9,9 @@ what DeepL's clients read.
 from __future__ import annotations
 
 from ..core.markup import HTML, XML, Markup, visible_text
-from .app import App, Request, Response, json_response
+from .context import Context
+from .http import HTTPError, Request, Response, json_response, one, strings
 from .languages import DEEPL_CODES, NAMES, auto_source, check_source
-from .params import HTTPError, one, strings
 
 #: Usage reports this limit: the daemon has no quota of its own.
 CHARACTER_LIMIT = 10**12
@@ -23,7 +23,7 @@ FORMALITY = frozenset({"default", "more", "less", "prefer_more", "prefer_less"})
 HOW = "send the header 'Authorization: DeepL-Auth-Key YOUR_KEY'"
 
 
-def _key(app: App, request: Request) -> str | None:
+def _key(app: Context, request: Request) -> str | None:
     auth = request.header("Authorization").strip()
     if auth:
         scheme, _, key = auth.partition(" ")
@@ -35,7 +35,7 @@ def _key(app: App, request: Request) -> str | None:
     return one(request.params, "auth_key", "") or None
 
 
-def translate(app: App, request: Request) -> Response:
+def translate(app: Context, request: Request) -> Response:
     """``POST /v2/translate``: ``text``, ``target_lang``, ``source_lang``, ``tag_handling``, ``ignore_tags``.
 
     Without ``source_lang`` the request is checked as a whole (:func:`.languages.auto_source`)
@@ -91,25 +91,25 @@ def _markup(params) -> Markup | None:
     return markup.ignoring(ignored) if ignored else markup
 
 
-def glossary_language_pairs(app: App, request: Request) -> Response:
+def glossary_language_pairs(app: Context, request: Request) -> Response:
     """``GET /v2/glossary-language-pairs``: none (this server has no glossaries)."""
     app.admit(request, _key(app, request), HOW)
     return json_response({"supported_languages": []})
 
 
-def glossaries(app: App, request: Request) -> Response:
+def glossaries(app: Context, request: Request) -> Response:
     """``GET /v2/glossaries``: an empty list, so clients that list glossaries go on."""
     app.admit(request, _key(app, request), HOW)
     return json_response({"glossaries": []})
 
 
-def usage(app: App, request: Request) -> Response:
+def usage(app: Context, request: Request) -> Response:
     """``GET /v2/usage``: characters translated since the daemon started."""
     app.admit(request, _key(app, request), HOW)
     return json_response({"character_count": app.service.characters, "character_limit": CHARACTER_LIMIT})
 
 
-def languages(app: App, request: Request) -> Response:
+def languages(app: Context, request: Request) -> Response:
     """``GET /v2/languages?type=source|target``."""
     app.admit(request, _key(app, request), HOW)
     kind = (one(request.params, "type", "source") or "source").lower()

@@ -18,7 +18,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from .params import HTTPError
+from .http import HTTPError
 
 #: Client codes → bundle target names.
 ALIASES = {

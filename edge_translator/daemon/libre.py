@@ -9,10 +9,10 @@ for a list. Errors are ``{"error": "..."}``.
 from __future__ import annotations
 
 from ..core.markup import HTML, visible_text
-from .app import App, Request, Response, json_response
+from .context import Context
+from .http import HTTPError, Request, Response, json_response, one, strings
 from .languages import NAMES, auto_source, check_source, english_confidence
 from .languages import detect as detect_language
-from .params import HTTPError, one, strings
 
 
 HOW = "pass api_key (apiKey in JSON)"
@@ -23,7 +23,7 @@ def _key(request: Request) -> str | None:
     return one(params, "api_key", "") or one(params, "apiKey", "") or None
 
 
-def translate(app: App, request: Request) -> Response:
+def translate(app: Context, request: Request) -> Response:
     """``POST /translate``: ``q``, ``source``, ``target``, ``format``, ``api_key``, ``alternatives``."""
     params = request.params
     app.admit(request, _key(request), HOW)
@@ -54,7 +54,7 @@ def _detection(text: str) -> dict:
     return {"confidence": english_confidence(text), "language": "en"}
 
 
-def detect(app: App, request: Request) -> Response:
+def detect(app: Context, request: Request) -> Response:
     """``POST /detect``: ``[{confidence, language}]``, English or not (see :mod:`.languages`)."""
     app.admit(request, _key(request), HOW)
     texts, _ = strings(request.params, "q")
@@ -62,7 +62,7 @@ def detect(app: App, request: Request) -> Response:
     return json_response(detect_language("\n".join(texts)))
 
 
-def languages(app: App, request: Request) -> Response:
+def languages(app: Context, request: Request) -> Response:
     """``GET /languages`` (a form body, as some clients send with GET, is accepted and ignored)."""
     request.params  # read (and size-check) the body, so the connection stays usable
     codes = app.targets.codes()
@@ -73,7 +73,7 @@ def languages(app: App, request: Request) -> Response:
     return json_response(entries)
 
 
-def settings(app: App, request: Request) -> Response:
+def settings(app: Context, request: Request) -> Response:
     """``GET /frontend/settings``: the limits and defaults LibreTranslate's clients read."""
     limits = app.service.limits
     return json_response({
@@ -93,7 +93,7 @@ def settings(app: App, request: Request) -> Response:
 def disabled(what: str):
     """An endpoint of LibreTranslate's that this server does not offer: 403, as LibreTranslate
     answers when the feature is turned off (its settings say so too)."""
-    def answer(app: App, request: Request) -> Response:
+    def answer(app: Context, request: Request) -> Response:
         raise HTTPError(403, f"{what} are disabled on this server")
     answer.__doc__ = f"{what}: disabled (403)."
     return answer

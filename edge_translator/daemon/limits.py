@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import InputError
-from .params import HTTPError
+from .http import HTTPError
 
 
 def read_keys(path: str | Path, default_limit: int) -> dict[str, int]:

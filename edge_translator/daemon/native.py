@@ -14,8 +14,8 @@ import json
 import time
 
 from ..core.translator import SentenceResult, join_results
-from .app import App, Request, Response, json_response
-from .params import HTTPError, one, strings
+from .context import Context
+from .http import HTTPError, Request, Response, json_response, one, strings
 
 
 def _sentence(result: SentenceResult) -> dict:
@@ -34,7 +34,7 @@ def _sentence(result: SentenceResult) -> dict:
     }
 
 
-def translate(app: App, request: Request) -> Response:
+def translate(app: Context, request: Request) -> Response:
     """``POST /v1/translate``."""
     params = request.params
     bearer = request.header("Authorization").strip()
@@ -73,7 +73,7 @@ def _ndjson(results, target: str):
                        "elapsed_ms": round(1000 * (time.perf_counter() - started), 1)}) + "\n").encode("utf-8")
 
 
-def health(app: App, request: Request) -> Response:
+def health(app: Context, request: Request) -> Response:
     """``GET /health``: ready or not, and which model answers."""
     bundle = app.translator.bundle
     body = {
@@ -89,7 +89,7 @@ def health(app: App, request: Request) -> Response:
     return json_response(body, 503 if app.draining else 200)
 
 
-def metrics(app: App, request: Request) -> Response:
+def metrics(app: Context, request: Request) -> Response:
     """``GET /metrics``: Prometheus text format."""
     content_type, body = app.metrics.render()
     return Response(body, content_type=content_type)

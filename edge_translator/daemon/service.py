@@ -19,7 +19,7 @@ from ..core.engine import Priority
 from ..core.errors import Busy, EngineClosed, InputError, TranslationFailed
 from ..core.markup import Markup, plan, render, texts_to_translate
 from ..core.translator import SentenceResult, Submission, TranslateOptions, Translator, join_results
-from .params import HTTPError
+from .http import HTTPError
 
 logger = logging.getLogger(__name__)
 

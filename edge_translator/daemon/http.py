@@ -1,13 +1,17 @@
-"""Request parameters as real clients send them: query string, JSON, urlencoded or multipart forms.
+"""HTTP as the API handlers see it: the request, the response, errors, and the parameter readers.
 
-Every reader returns ``{name: [values]}``: a form may repeat a field (``q=a&q=b``), and a
-JSON array becomes the list itself, so the API modules ask for "one string" or "one or more
-strings" and get the same answer whatever the client's encoding.
+Parameters come as real clients send them: query string, JSON, urlencoded or multipart
+forms. Every reader returns ``{name: [values]}``: a form may repeat a field (``q=a&q=b``),
+and a JSON array becomes the list itself, so the API modules ask for "one string" or "one
+or more strings" and get the same answer whatever the client's encoding. The handlers
+import only this module (and :mod:`.context` for what they are given), never the app.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from email.parser import BytesParser
 from email.policy import HTTP
 from urllib.parse import parse_qs
@@ -50,6 +54,51 @@ class HTTPError(Exception):
         self.status = status
         self.message = message
         self.headers = headers
+
+
+@dataclass
+class Request:
+    """One HTTP request, as the handlers see it."""
+
+    environ: dict
+    method: str
+    path: str
+    max_body: int
+    _params: Params | None = None
+
+    @property
+    def params(self) -> Params:
+        """Query string and body fields (parsed on first use)."""
+        if self._params is None:
+            self._params = parse(self.environ, self.max_body)
+        return self._params
+
+    @property
+    def address(self) -> str:
+        return self.environ.get("REMOTE_ADDR", "?")
+
+    def header(self, name: str) -> str:
+        return self.environ.get("HTTP_" + name.upper().replace("-", "_"), "")
+
+    def gone(self) -> bool:
+        """Whether the client has disconnected (waitress tells, with request lookahead on)."""
+        probe = self.environ.get("waitress.client_disconnected")
+        return bool(probe and probe())
+
+
+@dataclass
+class Response:
+    """What a handler returns."""
+
+    body: bytes | Iterable[bytes]
+    status: int = 200
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def json_response(value, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    """A JSON answer, UTF-8, non-ASCII characters as they are."""
+    return Response(json.dumps(value, ensure_ascii=False).encode("utf-8"), status, "application/json", headers)
 
 
 def read_body(environ: dict, max_body: int) -> bytes:
