@@ -10,7 +10,8 @@ Stages (each skipped when its output exists, so a rerun resumes):
    schedule, checkpointed (model, optimizer, position in the epoch, RNG) so it resumes,
    logging loss and dev BLEU; stops at a time budget and keeps the best dev checkpoint.
 4. ``export``: the bundle, through the normal exporter (with its validation).
-5. ``--evaluate``: PyTorch and every weight scheme scored on the test split (``eval.json``).
+5. ``--evaluate``: PyTorch and every weight scheme scored on the test split (``eval.json``;
+   :func:`.schemes.evaluate_choices`).
 """
 
 from __future__ import annotations
@@ -226,22 +227,6 @@ def _collate(torch, pairs, idx, pad: int, max_positions: int):
     return input_ids, mask, decoder_in, labels
 
 
-def greedy_translate(model, hf: Path, sentences: list[str], batch: int = 64, max_new_tokens: int = 96) -> list[str]:
-    """Translate with PyTorch ``generate`` (greedy), for dev BLEU and the PyTorch figure."""
-    torch = require("torch", "export")
-    transformers = require("transformers", "export")
-    tokenizer = transformers.MarianTokenizer.from_pretrained(str(hf))
-    out = []
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, len(sentences), batch):
-            chunk = [f"{LANG_TOKEN} {s}" for s in sentences[start:start + batch]]
-            enc = tokenizer(chunk, return_tensors="pt", padding=True)
-            ids = model.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=max_new_tokens)
-            out.extend(tokenizer.batch_decode(ids, skip_special_tokens=True))
-    return out
-
-
 def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]) -> Path:
     """Stage 3: train (resuming from ``ckpt/last.pt``); the best dev model is saved in ``hf/``."""
     torch = require("torch", "export")
@@ -321,7 +306,7 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
         if state["batch"] >= len(batches):
             state["epoch"] += 1
             state["batch"] = 0
-        hyps = greedy_translate(model, hf, [r[3] for r in dev_rows])
+        hyps = evaluate.greedy_translate(model, hf, [r[3] for r in dev_rows], LANG_TOKEN)
         score = evaluate.score(hyps, [r[1] for r in dev_rows])
         entry = {"epoch": state["epoch"], "step": state["step"], "minutes": round(state["elapsed"] / 60, 1),
                  "train_loss": round(sum(losses) / max(len(losses), 1), 4), "dev_bleu": score["bleu"],
@@ -338,22 +323,6 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
     (hf / "generation_config.json").write_text(json.dumps(generation, indent=2))
     done.write_text(json.dumps({"best_dev_bleu": state["best_bleu"], "history": state["history"]}, indent=2))
     return hf
-
-
-def evaluate_choices(work: Path, hf: Path, progress=None) -> dict:
-    """Stage 5: test-split scores of PyTorch and of every weight scheme (see :mod:`.schemes`).
-
-    Writes ``eval.json`` in ``work``; the model card is written from it.
-    """
-    from . import evaluate, schemes
-
-    test = work / "data" / "test.tsv"
-    results = schemes.measure(hf, test, work / "variants", progress=progress)
-    results["pytorch_fp32"] = evaluate.evaluate_torch(hf, test)
-    results["test_pairs"] = str(test)
-    (work / "eval.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
-    logger.info("evaluation: %s", json.dumps(results))
-    return results
 
 
 def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, force: bool = False,
