@@ -81,7 +81,7 @@ def _run_builder(build, feeds: dict, outputs: list[tuple[str, int, list]]):
     import onnxruntime as ort
     from onnx import helper
 
-    from edge_translator.toolchain.graphs import GraphBuilder
+    from edge_translator.toolchain.onnxbuild import GraphBuilder
 
     g = GraphBuilder("probe", QuantizeOptions(mode="none"))
     names = build(g)

@@ -14,6 +14,7 @@ from edge_translator.core.errors import Busy, EngineClosed, InputError, Translat
 from edge_translator.toolchain.testmodels import english_sentences
 
 from .ties import assert_equal_or_tie, greedy_tie, onnx_next_logprobs
+from .waiting import wait_until
 
 
 class Recording:
@@ -25,6 +26,7 @@ class Recording:
         self.batches: list[int] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.entered = threading.Event()  # set once a call has begun (before the gate)
         self.fail_when = None  # feed -> bool
         self.lock = threading.Lock()
 
@@ -32,6 +34,7 @@ class Recording:
         return self.inner.get_inputs()
 
     def run(self, names, feed):
+        self.entered.set()
         self.gate.wait(30)
         with self.lock:
             self.batches.append(int(feed["input_ids"].shape[0]))
@@ -56,6 +59,12 @@ def make(parts, delay=0.0, cache=None, **engine):
 
 
 TEXTS = [" ".join(english_sentences(3, seed=100 + k)) for k in range(12)]
+
+
+def _idle(engine) -> bool:
+    """Whether the engine has no row waiting and none decoding (what it will do, it has done)."""
+    stats = engine.stats()
+    return stats.queued == 0 and stats.decoding == 0
 
 
 def test_concurrent_callers_share_batches_and_get_their_own_results(parts, tie_counter):
@@ -125,7 +134,7 @@ def test_cancel_stops_that_owner_only(parts):
     calls_at_cancel = len(decoder.batches)
     other_results = list(other)
     assert len(other_results) == len(other) and all(r.text for r in other_results)
-    time.sleep(0.2)
+    wait_until(lambda: _idle(translator.engine), 60, "the engine to have nothing left to decode")
     translator.close()
     # 60 sentences in batches of 4 need far more steps than were run after the cancel
     assert len(decoder.batches) - calls_at_cancel < 60
@@ -141,7 +150,7 @@ def test_closing_the_generator_cancels(parts):
     next(stream)
     stream.close()
     calls = len(decoder.batches)
-    time.sleep(0.3)
+    wait_until(lambda: _idle(translator.engine), 60, "the engine to have nothing left to decode")
     assert len(decoder.batches) - calls <= 2  # at most the step in flight
     translator.close()
 
@@ -150,7 +159,7 @@ def test_back_pressure_blocks_or_raises_busy(parts):
     translator, decoder = make(parts, max_queued=4, max_batch_size=2, max_interactive_batches=1)
     decoder.gate.clear()  # the worker blocks in its first decoder call
     first = translator.submit("One. Two.")      # taken by the worker
-    time.sleep(0.2)
+    assert decoder.entered.wait(30)  # which now waits at the gate, the queue empty
     held = translator.submit("Three. Four. Five. Six.")  # fills the queue (4 waiting)
     with pytest.raises(Busy, match="queue is full"):
         translator.submit("Seven.", block=False)
@@ -212,18 +221,18 @@ def test_close_finishes_queued_work_and_is_idempotent(parts):
 def test_close_with_cancel_drops_queued_work(parts):
     translator, decoder = make(parts, delay=0.003, max_batch_size=2)
     submission = translator.submit(" ".join(english_sentences(30, seed=4)))
-    time.sleep(0.05)
+    assert decoder.entered.wait(30)  # decoding has begun
     translator.close(cancel=True)
     assert len(list(submission)) < 30 and submission.cancelled
 
 
 def test_interactive_work_goes_ahead_of_bulk(parts):
-    translator, _ = make(parts, delay=0.002, max_batch_size=4)
+    translator, decoder = make(parts, delay=0.002, max_batch_size=4)
     finished = []
     bulk = translator.submit(" ".join(english_sentences(80, seed=6)), priority=Priority.BULK, order="completion")
     consumer = threading.Thread(target=lambda: [finished.append("bulk") for _ in bulk])
     consumer.start()
-    time.sleep(0.05)
+    assert decoder.entered.wait(30)  # the bulk job is decoding
     list(translator.submit("Where is the station?"))
     finished.append("interactive")
     consumer.join(60)
@@ -361,7 +370,7 @@ def test_memory_modes_give_the_same_translations(tiny_fp32):
 def test_the_log_normalizer_gives_the_bits_of_the_plain_expression(rows):
     """The per-step log-normaliser works in a reused buffer; that must not change a bit of
     any row's score (strided logits as the decoder returns them, a larger buffer's head)."""
-    from edge_translator.core.decode import _log_normalizer
+    from edge_translator.core.greedybatch import _log_normalizer
 
     rng = np.random.default_rng(rows)
     logits = (rng.standard_normal((rows, 3, 1001)) * 8).astype(np.float32)
@@ -454,12 +463,13 @@ def test_cancelled_rows_leave_a_batch_that_took_them_and_the_rest_go_on(fp32_par
     """Rows admitted to a batch, and the batch's own rows, cancelled at any point around their
     seating: the other owner's rows still decode to their own outputs, in a batch of their
     own once every row seated before them has gone."""
-    from edge_translator.core.engine import Ticket, _Batch, _Row
+    from edge_translator.core.engine import _Batch, _Row
+    from edge_translator.core.ticket import Ticket
 
     model = fp32_parts[2]
     engine = Engine(model)
     first, late = _requests(fp32_parts, 3, 60, 12), _requests(fp32_parts, 3, 61, 12)
-    owners = [Ticket(engine, 3), Ticket(engine, 3)]
+    owners = [Ticket(engine._withdraw, 3), Ticket(engine._withdraw, 3)]
     batch = _Batch(model, [_Row(r, owners[0], k, 0.0) for k, r in enumerate(first)], Priority.INTERACTIVE, 0, 8)
     batch.advance()
     assert batch.can_admit

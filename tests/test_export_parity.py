@@ -11,7 +11,7 @@ import pytest
 
 from edge_translator.core.bundle import load_bundle
 from edge_translator.core.errors import ExportError
-from edge_translator.toolchain import graphs, testmodels
+from edge_translator.toolchain import graphs, onnxbuild, testmodels
 from edge_translator.toolchain.export import ExportOptions, export
 from edge_translator.toolchain.quantize import QuantizeOptions
 from edge_translator.toolchain.validate import Divergence, ParityReport
@@ -49,8 +49,8 @@ def test_large_weights_model_exports(large_hf, tmp_path):
 
 
 def _wrong_layer_norm_eps(monkeypatch):
-    add_norm = graphs.GraphBuilder.add_norm
-    monkeypatch.setattr(graphs.GraphBuilder, "add_norm",
+    add_norm = onnxbuild.GraphBuilder.add_norm
+    monkeypatch.setattr(onnxbuild.GraphBuilder, "add_norm",
                         lambda self, x, residual, gamma, beta, eps, name: add_norm(self, x, residual, gamma,
                                                                                   beta, 0.1, name))
 
@@ -61,8 +61,8 @@ def _no_attention_scale(monkeypatch):
 
 
 def _no_embedding_scale(monkeypatch):
-    embedding = graphs.GraphBuilder.embedding
-    monkeypatch.setattr(graphs.GraphBuilder, "embedding",
+    embedding = onnxbuild.GraphBuilder.embedding
+    monkeypatch.setattr(onnxbuild.GraphBuilder, "embedding",
                         lambda self, ids, table, scale, name: embedding(self, ids, table, 1.0, name))
 
 

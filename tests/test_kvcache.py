@@ -1,4 +1,5 @@
-"""A greedy batch's own memory (core/kvcache.py): same numbers as ONNX Runtime's outputs, given back when done."""
+"""A greedy batch's own memory (core/kvcache.py, core/iobinding.py): same numbers as ONNX Runtime's outputs,
+given back when done."""
 
 import copy
 import gc
@@ -8,9 +9,11 @@ import numpy as np
 import pytest
 
 from edge_translator.core.bundle import load_bundle
-from edge_translator.core.decode import GreedyBatch, Seq2Seq
-from edge_translator.core.kvcache import (SOURCE_ALIGN, SOURCE_SLACK, BoundDecoder, BufferPool, KVBuffers, SharedKV,
-                                         compaction_order, cross_alignment, encode_bound, encoder_groups, mapped)
+from edge_translator.core.decode import Seq2Seq
+from edge_translator.core.graphio import SOURCE_ALIGN, cross_alignment
+from edge_translator.core.greedybatch import GreedyBatch
+from edge_translator.core.iobinding import SOURCE_SLACK, BoundDecoder, encode_bound, encoder_groups
+from edge_translator.core.kvcache import BufferPool, KVBuffers, SharedKV, compaction_order, mapped
 from edge_translator.core.tokenizer import Tokenizer
 from edge_translator.toolchain.testmodels import english_sentences
 
@@ -320,7 +323,7 @@ def test_a_failing_group_call_gives_every_buffer_back(fp32_parts, fail_at):
 def test_encoding_in_groups_changes_no_output(graph_parts, tie_counter, monkeypatch):
     """Greedy outputs of a batch with a long tail are the same whether its encoder ran in
     groups or in one call (near-ties aside): the decoder masks what the groups leave as zeros."""
-    import edge_translator.core.kvcache as kvcache
+    import edge_translator.core.iobinding as iobinding
 
     bundle, tokenizer, model = graph_parts
     sources = _sources(graph_parts, 9, 17)
@@ -329,7 +332,7 @@ def test_encoding_in_groups_changes_no_output(graph_parts, tie_counter, monkeypa
     assert len(encoder_groups(lengths, model.cross_align)) > 1
     scorer = onnx_next_logprobs(model)
     grouped = model.greedy_all(sources, 20)
-    monkeypatch.setattr(kvcache, "ENCODER_CALL_POSITIONS", 10**9)
+    monkeypatch.setattr(iobinding, "ENCODER_CALL_POSITIONS", 10**9)
     assert len(encoder_groups(lengths, model.cross_align)) == 1
     whole = model.greedy_all(sources, 20)
     for src, mine, theirs in zip(sources, grouped, whole):

@@ -5,8 +5,8 @@ import copy
 import numpy as np
 import pytest
 
-from edge_translator.core.decode import GreedyBatch
-from edge_translator.core.kvcache import BoundDecoder
+from edge_translator.core.greedybatch import GreedyBatch
+from edge_translator.core.iobinding import BoundDecoder
 from edge_translator.core.logsoftmax import GRAPH, INPUT, OUTPUT, open_log_softmax
 from edge_translator.toolchain.testmodels import english_sentences
 

@@ -99,7 +99,7 @@ def _linear_session(weight, bias):
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from edge_translator.toolchain.graphs import OPSET, GraphBuilder
+    from edge_translator.toolchain.onnxbuild import OPSET, GraphBuilder
 
     g = GraphBuilder("linear", QuantizeOptions(mode="rowwise"))
     y = g.linear("x", weight, bias, "probe")

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from edge_translator import TranslateOptions, Translator
-from edge_translator.core.decode import REPETITION, RepetitionGuard
+from edge_translator.core.greedybatch import REPETITION, RepetitionGuard
 from edge_translator.core.engine import EngineOptions
 
 

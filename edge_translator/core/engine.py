@@ -1,6 +1,6 @@
 """The scheduler: one worker thread owns a model's sessions and decodes everyone's sentences.
 
-Callers on any thread :meth:`Engine.submit` source-id rows and get a :class:`Ticket`
+Callers on any thread :meth:`Engine.submit` source-id rows and get a :class:`.ticket.Ticket`
 back at once. The worker gathers waiting rows into batches (a bounded wait of a few
 milliseconds when it is idle), interleaving owners fairly and putting interactive work
 ahead of bulk work, and advances the running batches one decoder step at a time, so a
@@ -27,11 +27,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .decode import GreedyBatch, Hypothesis, RepetitionGuard, Seq2Seq
+from .decode import Seq2Seq
 from .errors import Busy, EngineClosed, TranslationFailed
+from .greedybatch import GreedyBatch, Hypothesis
+from .ticket import Outcome, Request, Ticket, Timing
 
 logger = logging.getLogger(__name__)
 
@@ -56,17 +58,16 @@ class EngineOptions:
     in only when nothing else is waiting."""
     max_interactive_batches: int = 1
     """Most interactive batches decoding at once (stepped in turn; another starts only when
-    the running ones are half empty). One is fastest: on the full-shape model, 4 and 16
-    callers ran 1.3-1.9x faster with one interactive batch than with four."""
+    the running ones are half empty). One is fastest: each step of a batch reads all the
+    weights, so several small batches read them several times for the same rows."""
     max_bulk_batches: int = 2
     """Most bulk batches decoding at once; likewise, another starts at half empty."""
     continuous: bool = False
     """Rows join a greedy batch that is decoding, as its rows finish (continuous batching),
     where the bundle's decoder graph allows it (ragged, since GroupQueryAttention); else
-    a batch keeps the rows it started with. Off by default: measured on the full-shape
-    model (AMD EPYC, 2 threads, ``edge-translator bench-load``), it decoded a sorted bulk job
-    a quarter slower and 16 callers no faster: its decoder steps cost as much as full ones,
-    and the joining rows' encoder calls and the batch's compactions come on top."""
+    a batch keeps the rows it started with. Off by default: it measured slower on a sorted
+    bulk job and no faster for many callers (docs/engine.md): its decoder steps cost as much
+    as full ones, and the joining rows' encoder calls and the batch's compactions come on top."""
     bulk_step_interval_ms: float = 250.0
     """Under continuous interactive work, a bulk batch still gets one step this often, so
     bulk work is delayed but never starved."""
@@ -81,39 +82,6 @@ class EngineOptions:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.max_wait_ms < 0 or self.bulk_step_interval_ms < 0 or self.idle_release_s < 0:
             raise ValueError("max_wait_ms, bulk_step_interval_ms and idle_release_s must not be negative")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One row to decode."""
-
-    source: tuple[int, ...]
-    """Source ids: target token, pieces, ``</s>``."""
-    max_new_tokens: int
-    """Most generated tokens (``</s>`` included)."""
-    beam_size: int = 1
-    """1 for greedy decoding; rows share a batch only with rows of the same beam size."""
-    guard: RepetitionGuard | None = None
-    """Stops a greedy row caught in a loop; ``None`` for none."""
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Where one sentence's time went, in seconds."""
-
-    queued: float
-    """From submission to the start of its batch."""
-    decoding: float
-    """From the start of its batch to its last token."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A finished row: its hypothesis and its timing."""
-
-    index: int
-    hypothesis: Hypothesis
-    timing: Timing
 
 
 @dataclass(frozen=True)
@@ -138,99 +106,6 @@ class EngineStats:
     """Batches that ONNX Runtime failed on."""
     batch_sizes: dict[int, int]
     """Rows a batch started with → how many batches did."""
-
-
-class Ticket:
-    """The handle of one submission to the engine: results arrive here as rows finish."""
-
-    def __init__(self, engine: Engine, size: int):
-        self._engine = engine
-        self._size = size
-        self._results: list[Outcome | None] = [None] * size
-        self._completed: deque[int] = deque()
-        self._finished = 0
-        self._error: BaseException | None = None
-        self._cancelled = False
-        self._cond = threading.Condition()
-
-    def __len__(self) -> int:
-        return self._size
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether :meth:`cancel` was called."""
-        return self._cancelled
-
-    @property
-    def done(self) -> bool:
-        """Whether every row has finished, or the ticket failed or was cancelled."""
-        with self._cond:
-            return self._cancelled or self._error is not None or self._finished == self._size
-
-    def cancel(self) -> None:
-        """Withdraw the rows not started and drop the running ones at their next step."""
-        with self._cond:
-            if self._cancelled or self._finished == self._size:
-                return
-            self._cancelled = True
-            self._cond.notify_all()
-        self._engine._withdraw(self)
-
-    def get(self, index: int, timeout: float | None = None) -> Outcome | None:
-        """Wait for row ``index``; ``None`` once the ticket is cancelled.
-
-        Raises:
-            TranslationFailed: If the batch holding the row failed.
-            TimeoutError: If ``timeout`` seconds pass first.
-        """
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._results[index] is not None or self._cancelled
-                                       or self._error is not None, timeout):
-                raise TimeoutError(f"sentence {index} was not translated within {timeout} s")
-            if self._cancelled:
-                return None
-            if self._results[index] is not None:
-                return self._results[index]
-            raise self._error  # type: ignore[misc]
-
-    def completed(self, timeout: float | None = None) -> Iterator[Outcome]:
-        """Yield rows in the order they finish, until all have (or the ticket is cancelled)."""
-        taken = 0
-        while taken < self._size:
-            with self._cond:
-                if not self._cond.wait_for(lambda: self._completed or self._cancelled or self._error is not None,
-                                           timeout):
-                    raise TimeoutError(f"no sentence was translated within {timeout} s")
-                if self._cancelled:
-                    return
-                if not self._completed:
-                    raise self._error  # type: ignore[misc]
-                index = self._completed.popleft()
-            taken += 1
-            yield self._results[index]  # type: ignore[misc]
-
-    def in_order(self, timeout: float | None = None) -> Iterator[Outcome]:
-        """Yield rows in input order, each as soon as it and those before it are done."""
-        for index in range(self._size):
-            outcome = self.get(index, timeout)
-            if outcome is None:
-                return
-            yield outcome
-
-    # -- called by the worker ------------------------------------------------------------
-    def _deliver(self, outcome: Outcome) -> None:
-        with self._cond:
-            if self._results[outcome.index] is None:
-                self._results[outcome.index] = outcome
-                self._completed.append(outcome.index)
-                self._finished += 1
-                self._cond.notify_all()
-
-    def _fail(self, error: BaseException) -> None:
-        with self._cond:
-            if self._error is None:
-                self._error = error
-                self._cond.notify_all()
 
 
 class _Row:
@@ -380,7 +255,7 @@ class Engine:
                 raise ValueError(f"max_new_tokens must be at least 1, not {request.max_new_tokens}")
             if not 1 <= request.beam_size <= 16:
                 raise ValueError(f"beam_size must be between 1 and 16, not {request.beam_size}")
-        ticket = Ticket(self, len(requests))
+        ticket = Ticket(self._withdraw, len(requests))
         if not requests:
             return ticket
         now = time.perf_counter()
@@ -497,7 +372,7 @@ class Engine:
                 self._active.clear()
                 self._cond.notify_all()
             for ticket in tickets:
-                ticket._fail(TranslationFailed(f"the translation worker stopped: {exc}"))
+                ticket.fail(TranslationFailed(f"the translation worker stopped: {exc}"))
 
     def _gather(self) -> None:
         """Idle worker, first rows waiting: wait a few milliseconds for a fuller batch."""
@@ -512,8 +387,8 @@ class Engine:
         """Start new batches from the queues, interactive first.
 
         Another batch of a priority starts only when every running batch of it is half
-        empty: measured on the full-shape model, four interactive batches started at once
-        ran 0.53-0.78x as fast as one, since each step then reads the weights for a few rows.
+        empty: batches started at once run slower than one, since each step then reads the
+        weights for a few rows.
         """
         o = self.options
         for priority, most in ((Priority.INTERACTIVE, o.max_interactive_batches), (Priority.BULK, o.max_bulk_batches)):
@@ -580,7 +455,7 @@ class Engine:
             error = TranslationFailed(f"ONNX Runtime failed on a batch of {len(batch.rows)} sentences: "
                                       f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             for ticket in {r.ticket for r in batch.rows}:
-                ticket._fail(error)
+                ticket.fail(error)
             batch.open.clear()
             finished = []
             failed = 1
@@ -594,7 +469,7 @@ class Engine:
             self._counts["tokens"] += sum(len(h.ids) for _, h in finished)
         for k, hypothesis in finished:
             row = batch.rows[k]
-            row.ticket._deliver(Outcome(row.index, hypothesis,
+            row.ticket.deliver(Outcome(row.index, hypothesis,
                                         Timing(row.started_at - row.queued_at, now - row.started_at)))
         if not len(batch):
             with self._cond:

@@ -2,11 +2,10 @@
 
 A greedy step needs the log-probability of the token it chooses, so the whole row of
 logits must be normalised (a log-sum-exp over 65,001 values for opus-mt-en-zh). numpy does
-that on one thread with a slow ``exp``: at 64 rows it took 19 ms of an 85 ms step (AMD
-EPYC, AVX2). ONNX Runtime's ``LogSoftmax`` kernel is vectorised: 3.3 ms for the same rows
-on two threads. It runs on one, the caller's: a second thread pool beside the decoder's,
-whose threads spin between calls, fought it for the cores (greedy batch 16: 314 tokens/s
-against numpy's 473; on one thread 546). The graph is one node, so it is kept here as bytes
+that on one thread with a slow ``exp``, a large share of a step at many rows; ONNX
+Runtime's ``LogSoftmax`` kernel is vectorised. It runs on one thread, the caller's: a
+second thread pool beside the decoder's, whose threads spin between calls, would fight
+the decoder for the cores (docs/benchmarks.md). The graph is one node, so it is kept here as bytes
 (``tests/test_logsoftmax.py`` rebuilds it with the ``onnx`` package and compares), which
 works for every bundle, old ones too, and needs nothing beyond ONNX Runtime.
 """

@@ -73,10 +73,9 @@ def session_options(threads: int | None = None, spin: bool = True, arena: bool =
         threads: Intra-op threads; ``None`` means the number of physical cores.
         spin: Let ONNX Runtime's threads spin between operators instead of sleeping:
             faster when the process does little else, slower when other threads need
-            the cores at once. When the encoder's threads spun too, the daemon's HTTP
-            threads lost more than spinning gained (on 2 cores its throughput rose a third
-            without); the encoder no longer spins (:data:`.decode.ENCODER_SPINS`), and the
-            daemon now does.
+            the cores at once. The daemon's sessions spin, all but the encoder's
+            (:data:`.decode.ENCODER_SPINS`): with those spinning too, the daemon's HTTP
+            threads lost more than spinning gained.
         arena: Keep ONNX Runtime's CPU memory arena, which holds on to the largest buffers
             any call needed (fastest). Without it every buffer comes from malloc.
 

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from .bundle import Bundle, load_bundle
 from .cache import CachedTranslation, CacheKey, LRUCache, TranslationCache
-from .decode import LENGTH, RepetitionGuard, Seq2Seq
-from .engine import Engine, EngineOptions, Outcome, Priority, Request, Ticket, Timing
+from .decode import Seq2Seq
+from .engine import Engine, EngineOptions, Priority
 from .errors import BundleError, InputError
+from .greedybatch import LENGTH, RepetitionGuard
 from .text import Segment, segment
+from .ticket import Outcome, Request, Ticket, Timing
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)

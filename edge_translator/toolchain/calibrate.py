@@ -16,11 +16,13 @@ import numpy as np
 
 from ..core.decode import Seq2Seq
 from ..core.errors import ExportError, require
+from ..core.graphio import ATTENTION_MASK, INPUT_IDS
 from ..core.sessions import onnxruntime
 from ..core.tokenizer import Tokenizer
-from .graphs import WrittenGraphs, save_shared, write_graphs
+from .graphs import WrittenGraphs, write_graphs
 from .marian import MarianWeights
 from .quantize import QuantizeOptions
+from .weightsfile import save_shared
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ def calibration_feeds(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sent
     for start in range(0, len(sentences), batch):
         sources = [tokenizer.encode(s, target_id)[:limit] for s in sentences[start:start + batch]]
         ids, mask = model.pad(sources)
-        encoder_feeds.append({"input_ids": ids, "attention_mask": mask})
+        encoder_feeds.append({INPUT_IDS: ids, ATTENTION_MASK: mask})
         cross_k, cross_v = model.encode(ids, mask)
         past_k, past_v = model.empty_cache(len(sources)), model.empty_cache(len(sources))
         tokens = np.full((len(sources), 1), model.bundle.decoder_start_id, np.int64)

@@ -20,9 +20,11 @@ from pathlib import Path
 from ..core.bundle import FORMAT, FORMAT_VERSION, MANIFEST, file_record, load_bundle
 from ..core.decode import Seq2Seq
 from ..core.errors import ExportError
+from ..core.graphio import decoder_io, encoder_io
 from ..core.tokenizer import Tokenizer
-from .graphs import OPSET, decoder_io, encoder_io, write_graphs
+from .graphs import write_graphs
 from .marian import MarianWeights, extract_weights, load_model
+from .onnxbuild import OPSET
 from .quantize import QuantizeOptions, check_int8, runtime_requirements
 from .validate import PARITY_FACTOR, PARITY_FLOOR, logits_parity
 

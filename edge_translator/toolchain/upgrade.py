@@ -5,7 +5,7 @@ to 127 steps around a zero point of 128 (codes 0..255). x86 CPUs without VNNI (A
 AVX-512 without VNNI) add pairs of uint8 x int8 products into a saturating int16, and two
 such products do not fit, so on those CPUs those bundles compute some products wrongly
 and their outputs differ from a VNNI machine's. Today's exporter uses 64 steps around 64
-(see :data:`.graphs.ROW_CODE_UNIT`).
+(see :data:`.onnxbuild.ROW_CODE_UNIT`).
 
 The weights themselves do not change: only the constants around them do (and each
 ``SkipLayerNormalization`` becomes the ``Add`` and ``LayerNormalization`` that the exporter
@@ -31,8 +31,9 @@ import numpy as np
 
 from ..core.bundle import MANIFEST, file_record, load_bundle, read_manifest
 from ..core.errors import BundleError
-from .graphs import ROW_CODE_UNIT, ROW_ZERO_POINT, save_shared
+from .onnxbuild import ROW_CODE_UNIT, ROW_ZERO_POINT
 from .quantize import QuantizeOptions
+from .weightsfile import save_shared
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def upgrade_bundle(path: str | Path, out: str | Path | None = None) -> UpgradeRe
 
 def unfuse_layer_norms(model) -> int:
     """Write each ``SkipLayerNormalization`` as the ``Add`` and ``LayerNormalization`` that
-    today's exporter writes (:meth:`.graphs.GraphBuilder.add_norm`: faster on ONNX Runtime's
+    today's exporter writes (:meth:`.onnxbuild.GraphBuilder.add_norm`: faster on ONNX Runtime's
     CPU kernels), with the same names and constants; return how many there were."""
     from onnx import helper
 

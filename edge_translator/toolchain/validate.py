@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.decode import Seq2Seq
+from ..core.graphio import ATTENTION_MASK, INPUT_IDS, LAST_HIDDEN_STATE
 from ..core.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ def logits_parity(torch_model, onnx_model: Seq2Seq, tokenizer: Tokenizer, target
         del fp64
 
     real = mask.astype(bool)
-    hidden = onnx_model.encoder.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})[0]
+    hidden = onnx_model.encoder.run([LAST_HIDDEN_STATE], {INPUT_IDS: input_ids, ATTENTION_MASK: mask})[0]
     cross_k, cross_v = onnx_model.encode(input_ids, mask)
     batch = len(sources)
     empty = onnx_model.empty_cache(batch)
