@@ -11,8 +11,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-#: Never in an app: the export toolchain and what it needs. build.sh fails if any is inside.
-FORBIDDEN = ["torch", "transformers", "onnx", "edge_translator.toolchain"]
+#: Never in an app: the export toolchain and what it needs, and the benchmarks (which need
+#: the toolchain). build.sh fails if any is inside.
+FORBIDDEN = ["torch", "transformers", "onnx", "edge_translator.toolchain", "edge_translator.bench"]
 
 #: Left out of both apps because nothing they run imports it. Each group says why.
 EXCLUDES = FORBIDDEN + [

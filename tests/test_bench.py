@@ -55,7 +55,7 @@ def test_bench_smoke_writes_report(tmp_path):
     # a report that fails to render leaves the files as they were (the kept sections' figures included)
     from dataclasses import fields
 
-    from edge_translator.toolchain.bench import BenchResult, write_report
+    from edge_translator.bench.report import BenchResult, write_report
 
     broken = BenchResult(**{f.name: data[f.name] for f in fields(BenchResult)})
     broken.load = {**data["load"], "scheduler": {}}
@@ -98,7 +98,11 @@ def _check_load(load, soak):
     rss = load["soak"]
     assert rss["seconds"] >= load["options"]["soak_seconds"] and len(rss["samples"]) >= 3
     assert 10 < rss["loaded_mb"] and 10 < rss["start_mb"] <= rss["peak_mb"] and rss["end_mb"] <= rss["peak_mb"]
-    assert rss["slope_mb_per_min"] is not None and rss["interactive_sentences"] > 0 and rss["bulk_sentences"] >= 0
+    assert rss["slope_mb_per_min"] is not None and rss["interactive_sentences"] > 0
+    # the bulk job decodes while the callers pause between calls (and at least every
+    # EngineOptions.bulk_step_interval_ms besides): a soak whose bulk job finished nothing
+    # measured the callers alone
+    assert rss["bulk_sentences"] > 0
     assert rss["memory"] == "steady" and max(rss["peak_per_min"]) == rss["peak_mb"]  # what long-running front ends use
 
 
@@ -118,19 +122,19 @@ def test_bench_load_updates_only_its_section(tmp_path):
     assert report.count("## Engine under load") == 1 and "\nold\n" not in report
     assert report.endswith("\n## Later\n\nAlso kept.\n") and "--soak-minutes 0" in report
     # a load section measured before continuous batching was (which `bench --no-load` keeps) still renders
-    from edge_translator.toolchain.loadreport import render_section
+    from edge_translator.bench.report import render_load_section
 
     older = json.loads(json.dumps(data["load"]))
     for key in ("continuous", "ratio_continuous_vs_2"):
         del older["scheduler"]["bulk"][key]
     for pair in older["scheduler"]["interactive"]["callers"].values():
         del pair["continuous"], pair["ratio_continuous"]
-    text = "\n".join(render_section(older))
+    text = "\n".join(render_load_section(older))
     assert "`max_bulk_batches=2`" in text and "| 1, rows join |" not in text and "`continuous=True` |" not in text
 
 
 def test_distinct_sentences_never_repeat():
-    from edge_translator.toolchain.loadbench import distinct_sentences
+    from edge_translator.bench.loadbench import distinct_sentences
 
     out = distinct_sentences(["One.", "Two."], 60)
     assert len(set(out)) == 60 and out[:2] == ["One.", "Two."] and out[2] == "Later, One."
@@ -139,7 +143,7 @@ def test_distinct_sentences_never_repeat():
 
 
 def test_load_options_reject_callers_without_work():
-    from edge_translator.toolchain.loadbench import LoadOptions
+    from edge_translator.bench.loadbench import LoadOptions
 
     with pytest.raises(ValueError, match="paragraphs"):
         LoadOptions(paragraphs=8)
@@ -150,14 +154,14 @@ def test_load_options_reject_callers_without_work():
 
 
 def test_prose_text_ships_in_a_package():
-    from edge_translator.toolchain.bench import prose_sentences
+    from edge_translator.bench.prose import prose_sentences
 
     sentences = prose_sentences()
     assert len(sentences) >= 256 and any("Holmes" in s for s in sentences)
 
 
 def test_segmentation_speed_is_measured():
-    from edge_translator.toolchain.bench import segmentation_speed
+    from edge_translator.bench.bench import segmentation_speed
 
     assert segmentation_speed("One sentence. Another one! A third?", rounds=3) > 0
     with pytest.raises(ValueError, match="rounds"):
@@ -166,7 +170,7 @@ def test_segmentation_speed_is_measured():
 
 def test_prepared_bundles_are_reused_only_if_this_exporter_wrote_their_graphs(tmp_path):
     """A bundle from an earlier exporter (another decoder) is exported again, not timed."""
-    from edge_translator.toolchain.bench import _exported_by_this_version
+    from edge_translator.bench.bench import _exported_by_this_version
 
     from .conftest import FIXTURES
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "edge_translator"
-#: Not in the apps (the toolchain is left out whole; the GUI's screenshot tool is for docs).
-NOT_SHIPPED = ("toolchain", "gui/screenshot.py")
+#: Not in the apps (the toolchain and the benchmarks are left out whole; the GUI's screenshot
+#: tool is for docs).
+NOT_SHIPPED = ("toolchain", "bench", "gui/screenshot.py")
 
 
 def _common():

@@ -90,3 +90,70 @@ def test_a_build_without_the_toolchain_says_so_in_one_line(monkeypatch, capsys, 
     err = capsys.readouterr().err
     assert code == 6 and err.count("\n") == 1
     assert "needs the toolchain" in err and "edge-translator[export]" in err and "Traceback" not in err
+
+
+def test_a_build_without_a_layer_still_lists_its_commands_and_names_the_extra(monkeypatch, capsys):
+    """The apps leave whole layers out (build/common.py, the specs); their commands stay in
+    --help and answer any arguments, --help too, in one line with the extra, exit 6."""
+    import sys
+
+    import pytest
+
+    from edge_translator import cli
+
+    for name in ("edge_translator.toolchain", "edge_translator.toolchain.command", "edge_translator.bench",
+                 "edge_translator.bench.command", "edge_translator.gui", "edge_translator.gui.command"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setenv("COLUMNS", "200")  # one line per command
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listing = capsys.readouterr().out
+    assert listing.count("not in this build") == 11 and "bench-load" in listing
+    assert "not in this build (pip install 'edge-translator[export]')" in listing
+    assert "translate text" in listing and "run the offline translation server" in listing  # kept layers unchanged
+    for argv, extra, what in ((["export", "--help"], "export", "the toolchain"),
+                              (["-v", "bench", "--smoke", "--out", "x"], "bench", "the benchmarks"),
+                              (["gui", "--self-test"], "gui", "the desktop app")):
+        code = cli.main(argv)
+        err = capsys.readouterr().err
+        assert code == 6 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"needs {what}" in err and f"pip install 'edge-translator[{extra}]'" in err
+
+
+def test_each_layer_declares_the_commands_the_cli_lists_for_it():
+    """cli._LAYERS names each layer's commands for a build without it: they must be what it declares."""
+    import argparse
+    import importlib
+
+    from edge_translator import cli
+
+    for module, _, _, commands in cli._LAYERS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).add_parsers(sub)
+        assert tuple(sub.choices) == commands, module
+
+
+def test_declaring_the_commands_imports_no_layer_beyond_its_command_module():
+    """``translate`` builds the whole parser at start-up: the layers' command modules must leave
+    their work (and torch, Qt, the server, the benchmarks' libraries) to the command that runs."""
+    import json
+    import subprocess
+    import sys
+
+    from edge_translator import cli
+
+    packages = sorted({m.rsplit(".", 1)[0] for m, *_ in cli._LAYERS})
+    script = ("import importlib, json, sys\n"
+              f"for package in {packages!r}: importlib.import_module(package)\n"
+              "before = set(sys.modules)\n"
+              "from edge_translator import cli\ncli.build_parser()\n"
+              "print(json.dumps(sorted(set(sys.modules) - before)))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                       check=True).stdout.strip().splitlines()[-1])
+    ours = [m for m in loaded if m.startswith("edge_translator")]
+    assert [m for m in ours if not m.startswith("edge_translator.core") and m != "edge_translator.cli"
+            and not m.endswith(".command")] == []
+    assert {m for m in ours if m.endswith(".command")} == {m for m, *_ in cli._LAYERS}
+    heavy = ("torch", "transformers", "onnx", "onnxruntime", "PySide6", "waitress", "prometheus_client",
+             "ctranslate2", "matplotlib", "docx", "tqdm")
+    assert [m for m in loaded if m.split(".")[0] in heavy] == []

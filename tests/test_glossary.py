@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from edge_translator.documents.base import DocumentError
 from edge_translator.documents.glossary import STYLES, Glossary, PlaceholderForm, tolerant
-from edge_translator.toolchain import placeholders
+from edge_translator.bench import placeholders
 
 GLOSSARY = "router\t路由器\nAcme\nAcme Cloud\t=\nre:\\b[A-Z]{2,}-\\d+\\b\nre:\\bSKU (\\d+)\\b\t货号\\1\n"
 

@@ -23,7 +23,7 @@ DECISIONS = json.loads((FIXTURES / "decisions.json").read_text(encoding="utf-8")
 def _text(source: str) -> str:
     if source == "encyclopedia":
         return (FIXTURES / "encyclopedia.txt").read_text(encoding="utf-8")
-    from edge_translator.toolchain.bench import PROSE_FILE, PROSE_PACKAGE
+    from edge_translator.bench.prose import PROSE_FILE, PROSE_PACKAGE
 
     return (resources.files(PROSE_PACKAGE) / PROSE_FILE).read_text(encoding="utf-8")
 

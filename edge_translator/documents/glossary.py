@@ -22,7 +22,7 @@ the placeholder landed, tolerating the damage models do to placeholders (spaces 
 full-width characters, changed case). A placeholder that is gone, or that the model
 wrote twice, is reported in :attr:`Restored.missing`, never guessed. The two placeholder
 styles were chosen by measuring the demo model (``python -m
-edge_translator.toolchain.placeholders``); a small model still loses some of them, which is
+edge_translator.bench.placeholders``); a small model still loses some of them, which is
 why the job retries a damaged sentence with the other style and warns when both fail.
 """
 
@@ -127,11 +127,11 @@ class PlaceholderForm:
 
 
 #: The placeholder styles :meth:`Glossary.mask` offers: style 0 first, style 1 for the retry.
-#: Chosen by measuring the demo model (``python -m edge_translator.toolchain.placeholders``):
+#: Chosen by measuring the demo model (``python -m edge_translator.bench.placeholders``):
 #: it copies the word "Tatoeba" and percentages far more often than any bracketed or coded
 #: form (``__0__``, ``{0}``, ``[0]``, ``ZX0``: none survived). Style 1 swaps the first two
-#: placeholders, so a retry gives each term the other one. On 400 test sentences x 6 kinds
-#: of term, every placeholder survived in 52% (style 0), 48% (style 1), 71% after a retry.
+#: placeholders, so a retry gives each term the other one, and the retry saves many of the
+#: sentences that lost one (docs/benchmarks.md has the figures).
 STYLES = (
     PlaceholderForm("tatoeba", "{}%", names=("Tatoeba",), start=30),
     PlaceholderForm("percent", "{}%", names=("30%", "Tatoeba"), start=31),

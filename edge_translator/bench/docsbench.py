@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from ..core.engine import EngineOptions
-from .bench import machine_info
-from .loadreport import ratio, update_section
+from .machine import machine_info
+from .report import ratio, render_documents_section, update_section
 
 _TEST_SET = Path(__file__).resolve().parents[2] / "assets" / "eval" / "tatoeba-cmn-eng-test.tsv"
 
@@ -150,36 +150,6 @@ def big_folder(model: str | None, work: Path, sentences: list[str], megabytes: f
             "failed": summary["failed"]}
 
 
-def render_section(data: dict) -> list[str]:
-    """Markdown lines of the "Documents" section."""
-    m, s, b = data["machine"], data["small_vs_large"], data["folder"]
-    lines = [
-        "## Documents",
-        "",
-        f"Measured by `{data['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), the embedded "
-        "demo model, sentences of its test split.",
-        "",
-        f"**Many small files against one large file** ({s['sentences']} sentences in {s['files']} text files, "
-        f"or in one; one process, one translator, {s['rounds']} alternating rounds, fresh journal and no memory, "
-        "so every sentence is decoded):",
-        "",
-        "| layout | sentences/s (median) | runs |",
-        "|---|---|---|",
-        f"| one file | {s['one_rate']} | {', '.join(map(str, s['one_runs']))} |",
-        f"| {s['files']} files | {s['many_rate']} | {', '.join(map(str, s['many_runs']))} |",
-        "",
-        f"Many small files run at **{s['ratio']}×** the rate of one large file (goal: within 15%).",
-        "",
-        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx; "
-        f"`edge-translator docs` in a child process): {b['done']} done, {b['failed']} failed, "
-        f"{b['sentences']} sentences in {b['seconds']} s ({b['decoded']} decoded, {b['reused']} reused from the "
-        f"journal: the sentences repeat), **peak RSS {b['peak_rss_mb']} MB** (goal: under 400 MB).",
-    ]
-    if data.get("placeholders"):
-        lines += ["", data["placeholders"]]
-    return lines
-
-
 def placeholders(model: str | None, threads: int | None) -> str:
     """How often the glossary's placeholders survive the model (see :mod:`.placeholders`)."""
     from ..core.translator import Translator
@@ -204,5 +174,5 @@ def run(model: str | None, work: Path, out_dir: Path, megabytes: float, files: i
             "small_vs_large": small_vs_large(model, work, sentences[:sentences_n], files, rounds, threads),
             "folder": big_folder(model, work, sentences, megabytes),
             "placeholders": placeholders(model, threads) if with_placeholders else None}
-    update_section(out_dir, "documents", data, "## Documents", render_section(data))
+    update_section(out_dir, "documents", data, "## Documents", render_documents_section(data))
     return data

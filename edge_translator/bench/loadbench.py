@@ -28,7 +28,8 @@ import numpy as np
 from ..core.engine import EngineOptions, Priority
 from ..core.errors import ExportError
 from ..core.translator import SentenceResult, TranslateOptions, Translator, join_results
-from .loadreport import percent, ratio
+from .machine import machine_info
+from .report import percent, ratio
 
 logger = logging.getLogger(__name__)
 
@@ -410,7 +411,7 @@ def soak_in_child(bundle_dir: Path, paragraphs: list[str], bulk_text: str, opts:
     if opts.soak_seconds <= 0:
         return {}
     request = {"bundle": str(bundle_dir), "paragraphs": paragraphs, "bulk_text": bulk_text, "options": asdict(opts)}
-    code = "from edge_translator.toolchain.loadbench import _soak_child; _soak_child()"
+    code = "from edge_translator.bench.loadbench import _soak_child; _soak_child()"
     child = subprocess.run([sys.executable, "-c", code], input=json.dumps(request), capture_output=True, text=True)
     if child.returncode != 0:
         raise ExportError(f"the soak process failed: {child.stderr.strip().splitlines()[-1:]}")
@@ -476,8 +477,6 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
     Raises:
         ValueError: If no sentence is short enough.
     """
-    from .bench import machine_info
-
     pool = list(dict.fromkeys(s for s in sentences if len(s.split()) <= opts.max_words))
     if not pool:
         raise ValueError(f"no sentence has at most {opts.max_words} words")
@@ -543,6 +542,3 @@ def run_load(bundle_dir: Path, sentences: list[str], opts: LoadOptions, command:
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[k:k + size] for k in range(0, len(items), size)]
-
-
-# -- report ----------------------------------------------------------------------------------------

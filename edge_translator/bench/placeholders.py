@@ -8,10 +8,9 @@ restores it. A sentence counts when every placeholder came back (after the toler
 sentence when either form of a pair survived, which is what the document job does: it
 translates a damaged sentence again with style 1.
 
-Run ``python -m edge_translator.toolchain.placeholders``: every candidate form is first
+Run ``python -m edge_translator.bench.placeholders``: every candidate form is first
 screened on 40 sentences, and the best four (with the glossary's two styles) are measured
-on 400 (a few minutes on two cores with the embedded demo model); ``--json`` prints the
-raw figures, ``--styles`` measures only the glossary's styles.
+on 400; ``--json`` prints the raw figures, ``--styles`` measures only the glossary's styles.
 """
 
 from __future__ import annotations
@@ -166,7 +165,7 @@ def report(result: dict, pairs: bool = True) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Screen the candidate forms on a bundle (the embedded demo model by default), then
     measure the best of them on every sentence."""
-    parser = argparse.ArgumentParser(prog="python -m edge_translator.toolchain.placeholders",
+    parser = argparse.ArgumentParser(prog="python -m edge_translator.bench.placeholders",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="bundle directory (default: the embedded demo model)")
     parser.add_argument("--pairs", default=str(DEFAULT_PAIRS), help="Tatoeba TSV of test sentences")

@@ -1,0 +1,413 @@
+"""The report: ``docs/benchmarks.md`` and ``benchmarks.json``, each section rendered from its benchmark's dict.
+
+Every benchmark writes its own section (:func:`update_section`) and leaves the others as
+they are; ``bench`` rewrites the whole report and renders again, from the JSON, the
+sections that other commands measured (``bench-serve``, ``bench-docs``). All renderers
+live here, apart from the code that measures, so that no benchmark imports another to
+write the report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..core.errors import require
+from .prose import PROSE_FILE, PROSE_PACKAGE
+
+
+def ratio(a: float, b: float) -> float | None:
+    """``a / b`` to two decimals, or ``None`` when either is missing or zero."""
+    return round(a / b, 2) if a and b else None
+
+
+def percent(share: float | None) -> str:
+    """A share (0-1) as a whole percentage, ``?`` when unknown."""
+    return "?" if share is None else f"{100 * share:.0f}%"
+
+
+def update_report(load: dict, out_dir: Path) -> Path:
+    """Put ``load`` into ``benchmarks.md`` and ``benchmarks.json`` in ``out_dir``, keeping the rest.
+
+    The "Engine under load" section of the Markdown (up to the next ``## `` heading) and
+    the ``load`` key of the JSON are replaced; both files are created if missing.
+    """
+    return update_section(out_dir, "load", load, "## Engine under load", render_load_section(load))
+
+
+def update_section(out_dir: Path, key: str, value, heading: str, lines: list[str]) -> Path:
+    """Replace one key of ``benchmarks.json`` and one ``## `` section of ``benchmarks.md``.
+
+    The section runs from ``heading`` to the next ``## `` heading; it is appended when
+    missing, and both files are created when missing.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, js = out_dir / "benchmarks.md", out_dir / "benchmarks.json"
+    data = json.loads(js.read_text()) if js.is_file() else {}
+    data[key] = value
+    js.write_text(json.dumps(data, indent=2) + "\n")
+    text = md.read_text() if md.is_file() else "# Benchmarks\n"
+    before, after = text, ""
+    if heading in text:
+        before, rest = text.split(heading, 1)
+        end = rest.find("\n## ")
+        after = rest[end + 1:] if end >= 0 else ""
+    section = "\n".join(lines)
+    md.write_text(before.rstrip("\n") + "\n\n" + section + ("\n" + after if after else ""))
+    return md
+
+
+# -- the engine under load (bench-load, and bench without --no-load) -------------------------
+def render_load_section(load: dict) -> list[str]:
+    """Markdown lines of the "Engine under load" section, from :func:`.loadbench.run_load`'s dict."""
+    m, o, c = load["machine"], load["options"], load["concurrency"]
+    seq, first, inter = c["sequential"], load["first_sentence"], load["interactive"]
+    bulk, many = load["scheduler"]["bulk"], load["scheduler"]["interactive"]
+    lines = [
+        "## Engine under load",
+        "",
+        f"Measured by `{load['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), "
+        f"{o['threads']} ONNX Runtime threads, cache off, `{load['bundle']}`. Decoding: {load['decoding']}. "
+        "Every call goes through `Translator`; throughput figures are medians (and bests) of "
+        f"{o['rounds']} alternating rounds, latency percentiles are over every call of every round. "
+        "The last column of each table is the median share of this machine's CPUs that other processes used "
+        "during those runs (from `/proc/stat`); a virtual machine's neighbours on the host do not show there.",
+        "",
+        f"### Concurrent callers ({c['paragraphs']} distinct paragraphs of {c['sentences_per_paragraph']} "
+        f"sentences, {seq['tokens']} tokens)",
+        "",
+        "Each caller thread calls `translate` on its share of the paragraphs, one after another; "
+        "*sequential* is the same work in one thread.",
+        "",
+        "| callers | tokens/s | sentences/s | vs sequential | best tokens/s | best vs best | p50 per call "
+        "| p95 per call | CPU used by others |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, row in [("sequential", {**seq, "ratio": 1.0, "best_ratio": 1.0}), *c["callers"].items()]:
+        lines.append(f"| {n} | {row['tok_s']} | {row['sent_s']} | {_times(row['ratio'])} | {row['best_tok_s']} "
+                     f"| {_times(row['best_ratio'])} | {row['p50_ms']} ms | {row['p95_ms']} ms "
+                     f"| {percent(row['others_cpu'])} |")
+    two = bulk["max_bulk_batches_2"]
+    lines += [
+        "",
+        f"For scale: the bulk job below (length-sorted batches of up to 32 sentences) ran at {two['tok_s']} "
+        f"tokens/s, {_times(ratio(two['tok_s'], seq['tok_s']))} the sequential rate: roughly the most that "
+        "any number of callers can reach on this machine.",
+        "",
+        "### Time to the first sentence, and priority",
+        "",
+        f"- A {first['sentences']}-sentence text, interactive: first result in input order "
+        f"{first['first_s']} s after `submit` (earliest sentence done after {first['first_completed_s']} s), "
+        f"all {first['all_s']} s (medians of {first['runs']}).",
+        f"- One-sentence interactive `translate` calls (about {inter['probe_words']} words): unloaded p50 "
+        f"{inter['unloaded']['p50_ms']} ms, p95 {inter['unloaded']['p95_ms']} ms; while a "
+        f"{inter['bulk_sentences']}-sentence bulk job runs, p50 {inter['loaded']['p50_ms']} ms, p95 "
+        f"{inter['loaded']['p95_ms']} ms: {_times(inter['ratio_p50'])} at p50, {_times(inter['ratio_p95'])} at p95. "
+        f"The bulk job went on at {inter['bulk_sent_s_while_probing']} sentences/s meanwhile"
+        + ("" if inter["bulk_running_throughout"] else " (and finished before the last call: not loaded throughout)")
+        + ".",
+        "",
+        "### Continuous batching and interleaved batches",
+        "",
+        f"A {bulk['sentences']}-sentence bulk job with one and with two bulk batches decoding at once, with rows "
+        "joining a batch that is decoding as its rows finish (`EngineOptions(continuous=True)`; default "
+        f"{'on' if load['scheduler'].get('continuous_default') else 'off'}), and the same job with every sentence "
+        f"cut to the same length ({bulk['uniform_length']} tokens, the mean): no batch then has a tail, which is "
+        "what continuous batching could reach at best.",
+        "",
+        "| bulk job | tokens/s | best tokens/s | CPU used by others |",
+        "|---|---|---|---|",
+        *(f"| {name} | {bulk[key]['tok_s']} | {bulk[key]['best_tok_s']} | {percent(bulk[key]['others_cpu'])} |"
+          for name, key in (("`max_bulk_batches=1`", "max_bulk_batches_1"),
+                            ("`max_bulk_batches=2`", "max_bulk_batches_2"), ("`continuous=True`", "continuous"),
+                            ("no-tail bound", "no_tail_bound")) if key in bulk),  # runs before it lack "continuous"
+        "",
+        f"Two bulk batches against one: {_times(bulk['ratio_2_vs_1'])}; rows joining against two batches: "
+        f"{_times(bulk.get('ratio_continuous_vs_2'))}; the bound against two: {_times(bulk['ratio_bound_vs_2'])} "
+        f"(best against best {_times(ratio(bulk['no_tail_bound']['best_tok_s'], two['best_tok_s']))}).",
+        "",
+        "Concurrent callers, and one text of many sentences, with one and with four interactive batches "
+        "decoding at once, and with one that rows join:",
+        "",
+        "| callers | interactive batches | tokens/s | best tokens/s | p50 per call | p95 per call | against one "
+        "| CPU used by others |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n, pair in many["callers"].items():
+        rows = [("1", pair["max_interactive_batches_1"], None),
+                ("4", pair["max_interactive_batches_4"], pair["ratio_4_vs_1"])]
+        if "continuous" in pair:
+            rows.append(("1, rows join", pair["continuous"], pair["ratio_continuous"]))
+        for k, row, against in rows:
+            lines.append(f"| {n} | {k} | {row['tok_s']} | {row['best_tok_s']} | {row['p50_ms']} ms "
+                         f"| {row['p95_ms']} ms | {_times(against) if against else ''} "
+                         f"| {percent(row['others_cpu'])} |")
+    lines += ["", f"First result of the {first['sentences']}-sentence text: {many['first_sentence_1']['first_s']} s "
+              f"with one interactive batch, {many['first_sentence_4']['first_s']} s with four.", ""]
+    soaked = load.get("soak") or {}
+    lines += ["### Memory under load", ""]
+    if not soaked:
+        lines += ["Not measured in this run (`--soak-minutes 0`).", ""]
+        return lines
+    peaks = soaked.get("peak_per_min")
+    lines += [
+        f"In a process of its own (RSS {soaked.get('loaded_mb')} MB with the bundle loaded, "
+        f"`memory=\"{soaked.get('memory', 'arena')}\"`), "
+        f"{soaked['callers']} interactive callers (pausing {soaked['think_s']} s between calls) and a bulk job for "
+        f"{soaked['seconds'] / 60:.1f} min ({soaked['interactive_sentences']} interactive and "
+        f"{soaked['bulk_sentences']} bulk sentences, {soaked['tokens']} tokens); `VmRSS` sampled every "
+        f"{o['soak_sample_s']} s: start {soaked['start_mb']} MB, peak {soaked['peak_mb']} MB, end "
+        f"{soaked['end_mb']} MB; after the first {soaked['warmup_s']:g} s, {soaked['after_warmup_mb']} MB and a "
+        f"slope of {soaked['slope_mb_per_min']} MB/min."
+        + (f" Highest RSS in each minute: {', '.join(f'{mb:g}' for mb in peaks)} MB." if peaks else ""),
+        "",
+    ]
+    return lines
+
+
+def _times(ratio: float | None) -> str:
+    return f"{ratio:.2f}×" if ratio else "n/a"
+
+
+# -- the daemon under load (bench-serve) ----------------------------------------------------
+#: Seconds between the daemon's RSS samples during the concurrent run (:mod:`.servebench`
+#: samples at this interval; the section says so).
+RSS_SAMPLE_S = 0.5
+
+
+def render_serve_section(runs: dict) -> list[str]:
+    """Markdown lines of the "Daemon under load" section, one row per model measured."""
+    lines = ["## Daemon under load", "",
+             "`edge-translator serve` in its own process on 127.0.0.1 (cache off, so every request is decoded), "
+             "driven over HTTP by LibreTranslate `/translate` requests of prose sentences: first one client "
+             "sending requests one after another, then N clients at once for a fixed time; then SIGTERM. "
+             "RSS is the daemon's: idle after loading, then at the start and the end of the concurrent run, "
+             "which follows a short concurrent warm-up (ONNX Runtime allocates for the larger batches there), "
+             f"and its highest in the first and in the second half of that run (sampled every {RSS_SAMPLE_S:g} s): "
+             "at any one instant RSS is mostly what the batches in flight hold, so the halves' peaks are what "
+             "shows growth. Each row names the command that measured it.", "",
+             "| model | CPU | sentences a request | sequential req/s | clients | concurrent req/s | vs sequential "
+             "| p50 | p99 | errors | RSS idle; start → end | RSS peak, first → second half | exit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for run in runs.values():
+        seq, con, o = run["sequential"], run["concurrent"], run["options"]
+        errors = sum(seq["errors"].values()) + sum(con["errors"].values())
+        growth = "" if run["rss_growth"] is None else f" ({100 * run['rss_growth']:+.1f}%)"
+        lean = " --lean-memory" if run["options"].get("lean_memory") else ""
+        lines.append(f"| {run['model']} ({run['quantization']}){lean} | {run['machine'].get('cpu', '?')} | "
+                     f"{o['sentences_per_request']} | {seq['req_s']} | {con['clients']} | {con['req_s']} | "
+                     f"{run['ratio']}x | {con['p50_ms']} ms | {con['p99_ms']} ms | {errors} | "
+                     f"{run.get('rss_idle_mb')}; {run['rss_start_mb']} → {run['rss_end_mb']} MB{growth} | "
+                     f"{_peaks(run)} | {run['exit_code']} |")
+    lines += [""] + [f"- {run['model']}: `{run['command']}` ({run['concurrent']['seconds']} s with "
+                     f"{run['concurrent']['clients']} clients, {run['sequential']['seconds']} s sequential, "
+                     f"{run['options']['threads']} ONNX Runtime threads)" for run in runs.values()]
+    return lines + [""]
+
+
+def _peaks(run: dict) -> str:
+    """The halves' RSS peaks of a run, or "not sampled" for rows measured before they were."""
+    a, b, growth = run.get("rss_peak_first_half_mb"), run.get("rss_peak_second_half_mb"), run.get("rss_peak_growth")
+    if a is None or b is None:
+        return "not sampled"
+    return f"{a} → {b} MB" + ("" if growth is None else f" ({100 * growth:+.1f}%)")
+
+
+# -- documents (bench-docs) -----------------------------------------------------------------
+def render_documents_section(data: dict) -> list[str]:
+    """Markdown lines of the "Documents" section."""
+    m, s, b = data["machine"], data["small_vs_large"], data["folder"]
+    lines = [
+        "## Documents",
+        "",
+        f"Measured by `{data['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), the embedded "
+        "demo model, sentences of its test split.",
+        "",
+        f"**Many small files against one large file** ({s['sentences']} sentences in {s['files']} text files, "
+        f"or in one; one process, one translator, {s['rounds']} alternating rounds, fresh journal and no memory, "
+        "so every sentence is decoded):",
+        "",
+        "| layout | sentences/s (median) | runs |",
+        "|---|---|---|",
+        f"| one file | {s['one_rate']} | {', '.join(map(str, s['one_runs']))} |",
+        f"| {s['files']} files | {s['many_rate']} | {', '.join(map(str, s['many_runs']))} |",
+        "",
+        f"Many small files run at **{s['ratio']}×** the rate of one large file (goal: within 15%).",
+        "",
+        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx; "
+        f"`edge-translator docs` in a child process): {b['done']} done, {b['failed']} failed, "
+        f"{b['sentences']} sentences in {b['seconds']} s ({b['decoded']} decoded, {b['reused']} reused from the "
+        f"journal: the sentences repeat), **peak RSS {b['peak_rss_mb']} MB** (goal: under 400 MB).",
+    ]
+    if data.get("placeholders"):
+        lines += ["", data["placeholders"]]
+    return lines
+
+
+# -- the side-by-side benchmark (bench): the whole report -----------------------------------
+@dataclass
+class BenchResult:
+    """Everything :func:`.bench.run_benchmark` measured in one run (written to JSON and rendered to Markdown here)."""
+
+    machine: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    command: str = ""
+    model: str = ("Random weights with the exact opus-mt-en-zh configuration (77.9 M parameters, "
+                  "vocabulary 65,001), built by `edge-translator test-model full`.")
+    batch1_tok_s: dict = field(default_factory=dict)
+    batched_tok_s: dict = field(default_factory=dict)
+    latency_ms: dict = field(default_factory=dict)
+    cold_start_s: dict = field(default_factory=dict)
+    peak_rss_mb: dict = field(default_factory=dict)
+    sizes_mb: dict = field(default_factory=dict)
+    bandwidth: dict = field(default_factory=dict)
+    text: dict = field(default_factory=dict)
+    load: dict = field(default_factory=dict)
+    """The engine under load (:func:`.loadbench.run_load`); empty when not run."""
+
+
+def plot_throughput(result: BenchResult, path: Path) -> None:
+    """PNG of batched tokens/s against batch size, this runtime and CTranslate2."""
+    matplotlib = require("matplotlib", "bench")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for name, curve in result.batched_tok_s.items():
+        sizes = [int(k) for k in curve]
+        ax.plot(sizes, list(curve.values()), marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size (sentences)")
+    ax.set_ylabel("tokens / s")
+    ax.set_title(f"Greedy decoding throughput, {result.options['threads']} threads")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}×" if a and b else "n/a"
+
+
+def render_markdown(result: BenchResult, plot_name: str) -> str:
+    """The ``docs/benchmarks.md`` report of one run."""
+    m, o, b1 = result.machine, result.options, result.batch1_tok_s
+    shipped = o.get("shipped", "ours-int8r")
+    ct2 = b1.get("ct2-int8")
+    per_bundle = result.bandwidth.get("per_bundle", {})
+    lines = [
+        "# Benchmarks",
+        "",
+        "Every figure before *Engine under load* was measured in one run of the command below;",
+        "rerun it to replace them. That section names the run it comes from. Engines alternate",
+        "round by round; figures are medians.",
+        "",
+        "```",
+        result.command,
+        "```",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m.get('cpu', '?')}, {m.get('cpus')} logical CPUs; SIMD: {', '.join(m.get('simd', []))}",
+        f"- Python {m.get('python')}, onnxruntime {m.get('onnxruntime')}, torch {m.get('torch')}, "
+        f"transformers {m.get('transformers')}, ctranslate2 {m.get('ctranslate2')}",
+        f"- Memory read bandwidth (numpy sum over 512 MB): {result.bandwidth.get('read_gb_s')} GB/s",
+        "",
+        "## Model",
+        "",
+        result.model,
+        "Our engines are one bundle each of that model: `ours-int8r` INT8 with per-row activations",
+        "(`--quantize int8r`, the default), `ours-q8` and `ours-q4` block-quantized",
+        f"(`--quantize q8|q4 --block-size {o.get('block_size', '?')}`), `ours-int8` INT8 with per-call",
+        "activations, `ours-fp32` float32. Every engine decodes the same number",
+        f"of tokens (batch 1: {o['source_tokens']} source tokens → {o['new_tokens']} tokens; batched: "
+        f"{o['batched_new_tokens']} tokens per sentence), greedy, with {o['threads']} threads.",
+        "",
+        "## Batch 1",
+        "",
+        "The ceiling is what reading each step's weights once allows at the measured bandwidth,",
+        "which is one numpy thread's: a share above 100% means two threads read faster than one,",
+        "or that part of the weights stays in the CPU's caches between steps.",
+        "",
+        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | ceiling tokens/s | of ceiling |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, rate in b1.items():
+        bw = per_bundle.get(name, {})
+        lines.append(f"| {name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
+                     f"{bw.get('bytes_per_step_mb', '')} | {bw.get('ceiling_tok_s', '')} | "
+                     f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
+    curves = result.batched_tok_s
+    ours = [name for name in curves if name != "ct2-int8"]
+    lines += [
+        "",
+        f"## Batched ({result.text.get('sentences')} sentences of prose)",
+        "",
+        f"Text: Arthur Conan Doyle, *A Scandal in Bohemia* (1891, public domain), from the PyPI package "
+        f"`{PROSE_PACKAGE}==1.0.1` (`{PROSE_FILE}`); mean {result.text.get('mean_source_tokens')} source tokens.",
+        "Tokens/s, and in brackets the ratio to CTranslate2 int8 at the same batch size.",
+        "",
+        "| batch size | " + " | ".join(curves) + " |",
+        "|---" * (len(curves) + 1) + "|",
+    ]
+    for size in (str(s) for s in o["batch_sizes"]):
+        base = curves.get("ct2-int8", {}).get(size)
+        row = [f"{curves[name].get(size, '')}" + (f" ({_ratio(curves[name].get(size), base)})" if name in ours else "")
+               for name in curves]
+        lines.append(f"| {size} | " + " | ".join(row) + " |")
+    best = {name: max(curve.values(), default=None) for name, curve in curves.items()}
+    lines += [
+        "",
+        "Best of each: " + ", ".join(f"{name} {rate} tokens/s" for name, rate in best.items()) + ".",
+        "",
+        f"![throughput against batch size]({plot_name})",
+        "",
+        "## Latency, start-up, memory, size",
+        "",
+        f"- End-to-end `Translator.translate` of a {len(result.latency_ms.get('sentence', '').split())}-word "
+        f"sentence with {result.latency_ms.get('bundle', shipped)} ({result.latency_ms.get('output_tokens')} output "
+        f"tokens, stopped by {result.latency_ms.get('stop', '?')}): p50 {result.latency_ms.get('p50')} ms, "
+        f"p95 {result.latency_ms.get('p95')} ms.",
+        f"- CLI cold start to first translation with {shipped} (`edge-translator translate`, new process): median "
+        f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
+        "- Peak RSS with the bundle loaded and one translation done: "
+        + ", ".join(f"{k} {v} MB" for k, v in result.peak_rss_mb.items()) + ".",
+        "- Size on disk: " + ", ".join(f"{k} {v} MB" for k, v in result.sizes_mb.items()) + ".",
+        f"- Sentence segmentation (`split_sentences`, pure Python) of the prose above: "
+        f"{result.text.get('segmentation_mb_s')} MB/s.",
+        "",
+    ]
+    if result.load:
+        lines += render_load_section(result.load)
+    return "\n".join(lines)
+
+
+def _pct(a: float | None, b: float | None) -> str:
+    return f"{100 * a / b:.0f}%" if a and b else "n/a"
+
+
+def write_report(result: BenchResult, out_dir: Path) -> Path:
+    """Write ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks-throughput.png``.
+
+    The sections that come from their own commands are kept from an earlier report: the
+    daemon's (``edge-translator bench-serve``, key ``serve``) and the documents'
+    (``edge-translator bench-docs``, key ``documents``).
+    """
+    own_runs = {"serve": ("## Daemon under load", render_serve_section),
+                "documents": ("## Documents", render_documents_section)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous = out_dir / "benchmarks.json"
+    earlier = json.loads(previous.read_text()) if previous.is_file() else {}
+    report = render_markdown(result, "benchmarks-throughput.png")  # before anything is written: a report
+    sections = {key: (heading, render(earlier[key])) for key, (heading, render) in own_runs.items()
+                if earlier.get(key)}  # that fails to render must not cost the kept sections their figures
+    plot_throughput(result, out_dir / "benchmarks-throughput.png")
+    (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+    path = out_dir / "benchmarks.md"
+    path.write_text(report)
+    for key, (heading, lines) in sections.items():
+        update_section(out_dir, key, earlier[key], heading, lines)
+    return path

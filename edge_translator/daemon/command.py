@@ -1,0 +1,64 @@
+"""The daemon's subcommand, ``serve``: its flags become :class:`~.server.ServeOptions`.
+
+The server and its extra (``serve``) are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+
+def add_parsers(sub) -> None:
+    """Declare ``serve``.
+
+    Args:
+        sub: The ``edge-translator`` parser's subparsers action.
+    """
+    sv = sub.add_parser("serve", help="run the offline translation server (LibreTranslate and DeepL APIs; "
+                        "extra 'serve')")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=5000, help="TCP port (default 5000; 0 picks a free one)")
+    sv.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, else the embedded model)")
+    sv.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
+    sv.add_argument("--api-keys", metavar="FILE", help="file of API keys, one per line ('KEY [REQUESTS_PER_MINUTE]'); "
+                    "when given, every request needs one")
+    sv.add_argument("--char-limit", type=int, default=20_000, help="most characters per request (0: no limit; "
+                    "default 20000)")
+    sv.add_argument("--batch-limit", type=int, default=64, help="most texts per request (default 64)")
+    sv.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+                    help="largest request body (default 1 MiB; larger gets 413)")
+    sv.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                    help="most seconds a translation may take, and an idle or slow client may stay connected "
+                    "(default 60)")
+    sv.add_argument("--req-limit", type=int, default=0, metavar="N",
+                    help="requests per minute per API key (or per address without keys); 0: no limit (default)")
+    sv.add_argument("--http-threads", type=int, default=32, help="requests answered at once (default 32)")
+    sv.add_argument("--connections", type=int, default=100, help="most open connections (default 100)")
+    sv.add_argument("--cache", type=int, default=4096, metavar="SENTENCES",
+                    help="translations kept in memory for repeated sentences (default 4096; 0: off)")
+    sv.add_argument("--tm", metavar="FILE", help="also reuse and fill this translation memory (SQLite; see "
+                    "`edge-translator tm`)")
+    sv.add_argument("--cors-origin", metavar="ORIGIN", help="let browser pages from ORIGIN ('*': any) call the API "
+                    "(default: no CORS headers)")
+    sv.add_argument("--lean-memory", action="store_true",
+                    help="no ONNX Runtime arena at all (the default keeps memory steady with the decoder's "
+                    "arena): less RSS, less throughput under many clients (for boards short of memory)")
+    sv.add_argument("--drain-timeout", type=float, default=30.0, metavar="SECONDS",
+                    help="after SIGTERM, most seconds to finish the requests in flight (default 30)")
+    sv.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the translation daemon (LibreTranslate, DeepL and our own API) until SIGTERM."""
+    from .server import ServeOptions, serve
+
+    options = ServeOptions(host=args.host, port=args.port, model=args.model, threads=args.threads,
+                           api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
+                           max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
+                           http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,
+                           cors_origin=args.cors_origin, drain_timeout=args.drain_timeout, memory=args.tm,
+                           lean_memory=args.lean_memory)
+    if not args.verbose:
+        logging.getLogger("edge_translator").setLevel(logging.INFO)
+    return serve(options)

@@ -1,0 +1,44 @@
+"""The desktop app's subcommand, ``gui`` (the same app as ``edge-translator-gui``).
+
+Qt is imported only when the command runs: declaring it needs no PySide6.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parsers(sub) -> None:
+    """Declare ``gui``.
+
+    Args:
+        sub: The ``edge-translator`` parser's subparsers action.
+    """
+    gu = sub.add_parser("gui", help="open the desktop app (extra 'gui'; also `edge-translator-gui`)")
+    gu.add_argument("--model", help="bundle directory for this run (default: the one chosen in the app)")
+    gu.add_argument("--threads", type=int, help="ONNX Runtime threads for this run")
+    gu.add_argument("--no-tm", action="store_true", help="do not use the translation memory in the user's data "
+                    "directory (the one `docs` fills)")
+    gu.add_argument("--self-test", nargs="?", const="", metavar="TEXT",
+                    help="translate TEXT (default: a short sentence) in the window, print it and quit: "
+                    "exit 0 if it came out in Chinese; saves nothing")
+    gu.set_defaults(func=cmd_gui)
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    """Open the desktop app."""
+    from ..core.errors import require
+
+    require("PySide6", "gui")
+    from .app import main as gui_main
+
+    argv = ["edge-translator gui"]
+    if args.model:
+        argv += ["--model", args.model]
+    if args.threads:
+        argv += ["--threads", str(args.threads)]
+    if args.no_tm:
+        argv.append("--no-tm")
+    if args.self_test is not None:
+        argv += ["--self-test", args.self_test]
+    return gui_main(argv)

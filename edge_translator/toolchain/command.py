@@ -1,0 +1,270 @@
+"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``schemes``, ``eval``, ``upgrade``.
+
+Argument parsing and printing only. Each command imports the toolchain module that does
+its work when it runs, so declaring these subcommands needs neither torch, transformers
+nor onnx, and ``edge-translator translate`` does not pay for them at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..core.errors import InputError
+
+
+def add_parsers(sub) -> None:
+    """Declare the toolchain's subcommands.
+
+    Args:
+        sub: The ``edge-translator`` parser's subparsers action.
+    """
+    from ..core.bundle import DEFAULT_BLOCK_SIZE, DEFAULT_SCHEME, SCHEME_MODES
+
+    ex = sub.add_parser("export", help="export a Hugging Face MarianMT model into a bundle")
+    ex.add_argument("src", help="local Hugging Face MarianMT directory (or hub id, when online)")
+    ex.add_argument("out", help="bundle directory to write")
+    ex.add_argument("--quantize", choices=tuple(SCHEME_MODES),
+                    help="weights: int8r (INT8 per channel, activations per row: batch-invariant, any CPU), "
+                    "int8 (activations per call: fastest batched, batch-dependent), q8/q4 (8- or 4-bit blocks, "
+                    "batch-invariant, need an int8 dot-product CPU), none (float32); "
+                    f"default {DEFAULT_SCHEME}, or int8 with --calibrate")
+    ex.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                    help=f"weights per scale for q8/q4: 16, 32, 64, 128 or 256 (default {DEFAULT_BLOCK_SIZE})")
+    ex.add_argument("--calibrate", metavar="FILE", help="static INT8 (QDQ) calibrated on these English lines")
+    ex.add_argument("--per-channel", action=argparse.BooleanOptionalAction, default=True,
+                    help="one INT8 scale per output channel (default on)")
+    ex.add_argument("--op-types", default="MatMul,Gather", help="operator types to quantize (MatMul,Gather)")
+    ex.add_argument("--exclude-nodes", nargs="+", metavar="NODE", help="node names to keep in float32")
+    ex.add_argument("--name", help="model name recorded in bundle.json")
+    ex.add_argument("--restrict-output", action="store_true",
+                    help="compute logits only for target-side pieces (fewer bytes per step)")
+    ex.add_argument("--parity-tolerance", type=float, metavar="FACTOR",
+                    help="the FP32 graphs' logits may differ from PyTorch float64 by FACTOR times what "
+                    "PyTorch float32's do, plus 1e-4 (default 4)")
+    ex.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    ex.set_defaults(func=cmd_export)
+
+    tm = sub.add_parser("test-model", help="build a random Marian model (tiny, or full opus-mt-en-zh shape)")
+    tm.add_argument("kind", choices=("tiny", "full"))
+    tm.add_argument("out")
+    tm.add_argument("--reference", help="directory with the real model's config.json (for 'full'; "
+                    "default: the opus-mt-en-zh configuration shipped with the toolchain)")
+    tm.add_argument("--seed", type=int, default=0)
+    tm.add_argument("--force", action="store_true")
+    tm.set_defaults(func=cmd_test_model)
+
+    td = sub.add_parser("train-demo", help="train the small Tatoeba demo model and export it (extra 'train')")
+    td.add_argument("out", help="bundle directory to write, e.g. models/tatoeba-en-zh")
+    td.add_argument("--work", default="work/train-demo", help="data, tokenizers and checkpoints (resumable)")
+    td.add_argument("--minutes", type=float, default=100.0, help="training time budget")
+    td.add_argument("--seed", type=int, default=1)
+    td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    td.add_argument("--evaluate", action="store_true",
+                    help="also score PyTorch and every weight scheme on the test split (eval.json), ship the "
+                    "scheme chosen from those scores, and write the model card")
+    td.add_argument("--quantize", choices=tuple(SCHEME_MODES), default=DEFAULT_SCHEME,
+                    help=f"weights of the exported bundle (default {DEFAULT_SCHEME})")
+    td.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                    help=f"weights per scale for q8/q4 (default {DEFAULT_BLOCK_SIZE})")
+    td.set_defaults(func=cmd_train_demo)
+
+    sc = sub.add_parser("schemes", help="export and score every weight scheme (none, int8, q8, q4 per block "
+                        "size) on held-out pairs, and say which to ship (extras 'export', 'eval')")
+    sc.add_argument("src", help="local Hugging Face MarianMT directory")
+    sc.add_argument("--pairs", required=True, help="TSV: en<TAB>zh, or Tatoeba's cmn_id, zh, en_id, en")
+    sc.add_argument("--work", default="work/schemes", help="where the bundles are written (reused on a rerun)")
+    sc.add_argument("--block-sizes", default="64,128,256", help="block sizes for q8 and q4 (default 64,128,256)")
+    sc.add_argument("--max-bleu-loss", type=float, default=0.3, help="BLEU the chosen scheme may lose (0.3)")
+    sc.add_argument("--limit", type=int, help="score only the first N pairs")
+    sc.add_argument("--only", metavar="NAMES", help="measure only these schemes, e.g. none,int8,q8-b64 "
+                    "(the choice needs none among them)")
+    sc.add_argument("--threads", type=int)
+    sc.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    sc.set_defaults(func=cmd_schemes)
+
+    ev = sub.add_parser("eval", help="BLEU and chrF of a bundle on held-out pairs (extra 'eval')")
+    ev.add_argument("bundle", help="bundle directory (or, with --torch, a Hugging Face model directory)")
+    ev.add_argument("--pairs", required=True, help="TSV: en<TAB>zh, or Tatoeba's cmn_id, zh, en_id, en")
+    ev.add_argument("--limit", type=int, help="score only the first N pairs")
+    ev.add_argument("--threads", type=int)
+    ev.add_argument("--batch-size", type=int, default=32)
+    ev.add_argument("--torch", action="store_true", help="score the PyTorch model in BUNDLE instead")
+    ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    ev.set_defaults(func=cmd_eval)
+
+    up = sub.add_parser("upgrade", help="bring an int8r bundle exported before the 64-step activation codes up to "
+                        "date, offline (extra 'export': onnx)")
+    up.add_argument("bundle", help="bundle directory; replaced once the upgraded bundle is complete and loads")
+    up.add_argument("--out", help="write the upgraded bundle to this new directory instead, leaving BUNDLE as it is")
+    up.set_defaults(func=cmd_upgrade)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a Hugging Face MarianMT model into a bundle."""
+    from .export import ExportOptions, export
+    from .quantize import DEFAULT_SCHEME, SCHEME_MODES, QuantizeOptions
+
+    if args.quantize is None:  # --calibrate alone means static int8
+        args.quantize = "int8" if args.calibrate else DEFAULT_SCHEME
+    if args.calibrate and args.quantize != "int8":
+        raise InputError(f"--calibrate makes a static INT8 bundle; it does not go with --quantize {args.quantize}")
+    if args.restrict_output and args.quantize in ("q8", "q4"):
+        raise InputError(f"--restrict-output works with --quantize int8, int8r or none, not {args.quantize}")
+    if args.quantize == "none":
+        quant = QuantizeOptions(mode="none")
+    else:
+        op_types = tuple(t.strip() for t in args.op_types.split(",") if t.strip())
+        mode = "static" if args.calibrate else SCHEME_MODES[args.quantize]
+        try:
+            quant = QuantizeOptions(
+                mode=mode, per_channel=args.per_channel, block_size=args.block_size,
+                op_types=op_types, exclude_nodes=tuple(args.exclude_nodes or ()),
+                calibration=Path(args.calibrate) if args.calibrate else None,
+            )
+        except ValueError as exc:
+            raise InputError(f"{exc}; see edge-translator export --help") from None
+    if args.calibrate and not Path(args.calibrate).is_file():
+        raise InputError(f"calibration file {args.calibrate} does not exist")
+    tolerance = {} if args.parity_tolerance is None else {"parity_tolerance": args.parity_tolerance}
+    out = export(args.src, args.out, ExportOptions(quantize=quant, force=args.force, name=args.name,
+                                                   restrict_output=args.restrict_output, **tolerance))
+    _print_summary(out)
+    return 0
+
+
+def _print_summary(out: Path) -> None:
+    from ..core.bundle import load_bundle
+
+    bundle = load_bundle(out)
+    size = sum(r["size"] for r in bundle.manifest["files"].values())
+    validation = bundle.manifest.get("validation", {})
+    print(f"wrote {out} ({size / 1e6:.1f} MB, quantization {bundle.quantization['mode']})")
+    parity = validation.get("fp32_parity")
+    if parity:
+        print(f"FP32 vs PyTorch: max |logit diff| {parity['max_abs_logit_diff']:.2e} against float64, where PyTorch "
+              f"float32 differs by {parity.get('torch_fp32_max_abs_logit_diff', float('nan')):.2e} "
+              f"(allowed {parity.get('allowed_abs_logit_diff', float('nan')):.2e}), over {parity['sentences']} sentences")
+    restricted = validation.get("restriction_agreement")
+    if restricted:
+        print(f"restricted vs full output layer: {restricted['identical']}/{restricted['sentences']} identical")
+    agreement = validation.get("int8_agreement")
+    labels = {"dynamic": "INT8", "static": "static INT8", "rowwise": "INT8 (per-row)"}
+    label = labels.get(bundle.quantization["mode"], bundle.quantization["mode"])
+    if agreement:
+        print(f"{label} vs FP32 greedy: {agreement['identical']}/{agreement['sentences']} sentences identical, "
+              f"token agreement {agreement['token_agreement']:.1%}")
+    invariance = validation.get("batch_invariance")
+    if invariance:
+        print(f"{label} batched vs one at a time: {invariance['differ']}/{invariance['sentences']} sentences differ, "
+              f"max |logit diff| {invariance['max_abs_logit_diff']:.2e} (on {invariance['cpu']})")
+
+
+def cmd_test_model(args: argparse.Namespace) -> int:
+    """Build a random Marian model for tests or benchmarks."""
+    from . import testmodels
+
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.force:
+        raise InputError(f"{out} already exists; pass --force to overwrite it")
+    if args.kind == "tiny":
+        testmodels.build_tiny(out, seed=args.seed)
+    else:
+        testmodels.build_full(out, args.reference, seed=args.seed)
+    print(f"wrote {args.kind} Marian model to {out}")
+    return 0
+
+
+def cmd_train_demo(args: argparse.Namespace) -> int:
+    """Train, export and evaluate the small embedded demo model."""
+    from ..core.bundle import load_bundle
+    from .schemes import SchemeOptions, evaluate_choices, variants
+    from .train import TrainOptions, run
+
+    options = TrainOptions(seed=args.seed, time_budget_minutes=args.minutes, threads=args.threads)
+    out = run(args.work, args.out, options, force=args.force, quantize=_scheme(args))
+    _print_summary(out)
+    if args.evaluate:
+        from .export import ExportOptions, export
+        from .modelcard import write_model_card
+
+        work, hf = Path(args.work), Path(args.work) / "hf"
+        results = evaluate_choices(work, hf, progress=print)
+        r = results["pytorch_fp32"]
+        print(f"{'pytorch':10s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}")
+        chosen = variants(SchemeOptions())[results["choice"]]
+        if load_bundle(out).quantization != chosen.as_manifest():
+            out = export(hf, out, ExportOptions(quantize=chosen, force=True, name=Path(out).name))
+            _print_summary(out)
+        print(f"wrote {write_model_card(out, work, Path(out).name)}")
+    return 0
+
+
+def _scheme(args: argparse.Namespace):
+    """QuantizeOptions from ``--quantize`` and ``--block-size`` (no calibration, all op types)."""
+    from .quantize import SCHEME_MODES, QuantizeOptions
+
+    try:
+        return QuantizeOptions(mode=SCHEME_MODES[args.quantize], block_size=args.block_size)
+    except ValueError as exc:
+        raise InputError(f"{exc}; see edge-translator {args.command} --help") from None
+
+
+def cmd_schemes(args: argparse.Namespace) -> int:
+    """Export and score every weight scheme of a model on held-out pairs."""
+    import json
+
+    from . import schemes
+    from .quantize import BLOCK_SIZES
+
+    try:
+        sizes = tuple(int(x) for x in args.block_sizes.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or set(sizes) - set(BLOCK_SIZES):
+        raise InputError(f"--block-sizes takes sizes from {', '.join(map(str, BLOCK_SIZES))} separated by commas, "
+                         f"not {args.block_sizes!r}")
+    only = tuple(x.strip() for x in (args.only or "").split(",") if x.strip())
+    options = schemes.SchemeOptions(block_sizes=sizes, threads=args.threads, limit=args.limit,
+                                    max_bleu_loss=args.max_bleu_loss, only=only)
+    try:
+        schemes.variants(options)
+    except ValueError as exc:
+        raise InputError(f"--only: {exc}") from None
+    results = schemes.measure(Path(args.src), Path(args.pairs), Path(args.work), options, progress=print)
+    print("\n".join(schemes.render_table(results)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Score a bundle on held-out pairs with sacrebleu."""
+    import json
+
+    from . import evaluate
+
+    if args.torch:
+        result = evaluate.evaluate_torch(args.bundle, args.pairs, args.limit)
+    else:
+        result = evaluate.evaluate_bundle(args.bundle, args.pairs, args.limit, args.threads, args.batch_size)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['sentences']} sentences, "
+              f"{result['seconds']} s)  {result['signature']}")
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Rewrite an int8r bundle's activation codes from 127 to 64 steps (see toolchain.upgrade)."""
+    from .upgrade import upgrade_bundle
+
+    report = upgrade_bundle(args.bundle, args.out)
+    if not report.upgraded:
+        print(f"{report.path}: already current (int8r, 64-step activation codes); nothing to do")
+    else:
+        print(f"{report.path}: upgraded to 64-step activation codes ({report.row_quantizers} row quantizers, "
+              f"{report.matmuls} integer matmuls); the weights are unchanged")
+    return 0
