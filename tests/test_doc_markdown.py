@@ -169,7 +169,7 @@ def test_rich_document_segments(tmp_path):
 
 def test_every_inline_is_aligned(tmp_path, caplog):
     _, doc = _open(tmp_path, RICH)
-    with caplog.at_level(logging.DEBUG, logger="edge_translator.documents.markdown"):
+    with caplog.at_level(logging.DEBUG, logger="edge_translator.documents.markdown_parse"):
         count = len(list(doc.segments()))
     assert count == 19
     assert not caplog.records
@@ -291,7 +291,7 @@ def test_identity_generated(tmp_path, caplog, text, newline):
     data = text.replace("\n", newline).encode()
     path, doc = _open(tmp_path, data)
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="edge_translator.documents.markdown"):
+    with caplog.at_level(logging.DEBUG, logger="edge_translator.documents.markdown_parse"):
         assert _identity(doc) == data
     assert not caplog.records, caplog.records[0].getMessage()
 
@@ -451,7 +451,7 @@ def test_large_document_is_linear(tmp_path):
 def test_pathological_nesting_is_left_as_it_is(tmp_path, caplog):
     source = "Deep " + "*" * 2000 + "x" + "*" * 2000 + "\n\n" + "> " * 500 + "quoted\n\nfine *text*\n"
     path, doc = _open(tmp_path, source)
-    with caplog.at_level(logging.DEBUG, logger="edge_translator.documents.markdown"):
+    with caplog.at_level(logging.DEBUG, logger="edge_translator.documents.markdown_parse"):
         segments = list(doc.segments())
     assert [s.text for s in segments] == ["fine text"]
     assert "doc.md:1: cannot follow the text through its source" in caplog.text

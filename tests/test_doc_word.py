@@ -548,6 +548,7 @@ def test_written_text_is_valid_xml_with_spaces_preserved(tmp_path):
     assert docx.Document(io.BytesIO(out)).paragraphs[0].text == " 你好世界 \n再见"
 
 
+@pytest.mark.perf
 def test_a_large_document_is_read_and_written_in_linear_time(tmp_path):
     doc = docx.Document()
     for i in range(2000):

@@ -6,6 +6,7 @@ user would; the translation memory lives in a temporary data directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -13,12 +14,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from .conftest import ROOT, run_cli
+from .waiting import wait_until
 
 CJK = range(0x4E00, 0xA000)
 SENTENCES = [line.rstrip("\n").split("\t")[3]
@@ -135,21 +136,31 @@ def outputs(folder: Path) -> dict[str, bytes]:
             if p.is_file() and not p.name.startswith(".")}
 
 
+def journal_segments(path: Path) -> int:
+    """How many segments the job journal at ``path`` has committed (0 while it is not there
+    yet); read while a job writes it, as SQLite allows."""
+    if not path.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+            return db.execute("SELECT COUNT(*) FROM segments").fetchone()[0]
+    except sqlite3.OperationalError:  # created, its tables not yet
+        return 0
+
+
 def test_killed_five_times_the_job_finishes_complete_and_decodes_nothing_twice(tmp_path, env):
     src = tmp_path / "in"
     write_corpus(src, files=24, per_file=100)
     (tmp_path / "empty").mkdir()
-    began = time.perf_counter()
     assert docs(str(tmp_path / "empty"), "--no-tm", "--quiet", env=env).returncode == 0
-    startup = time.perf_counter() - began  # interpreter, imports and the model
-    began = time.perf_counter()
     clean = docs(str(src), "-o", str(tmp_path / "clean"), "--no-tm", "--quiet", env=env)
-    work = max(time.perf_counter() - began - startup, 1.0)
     assert clean.returncode == 0, clean.stderr.decode()
     expected = outputs(tmp_path / "clean")
     assert len(expected) == 24
+    total = journal_segments(tmp_path / "clean" / ".edge-translator-job.sqlite")
 
     out = tmp_path / "out"
+    journal = out / ".edge-translator-job.sqlite"
     rng = random.Random(1234)
     full_env = dict(os.environ, **env)
     full_env.pop("EDGE_TRANSLATOR_MODEL", None)
@@ -158,9 +169,11 @@ def test_killed_five_times_the_job_finishes_complete_and_decodes_nothing_twice(t
         process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "docs", str(src), "-o", str(out),
                                     "--no-tm", "--quiet"], cwd=ROOT, env=full_env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        # Somewhere in the first fifth of what is left at most, so five kills land before the end
-        # on a fast machine as on a slow one (the times scale with this machine's own speed).
-        time.sleep(startup + rng.uniform(0.02, 0.15) * work)
+        # Somewhere in the next 2-15% of the job's segments, so five kills land before the end;
+        # counted in committed segments, a slow machine is killed at the same points as a fast one.
+        target = journal_segments(journal) + max(1, round(rng.uniform(0.02, 0.15) * total))
+        wait_until(lambda: process.poll() is not None or journal_segments(journal) >= target, timeout=300,
+                   what=f"{target} segments in the journal")
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             kills += 1
@@ -344,7 +357,10 @@ def test_ctrl_c_stops_with_130_and_says_how_to_resume(tmp_path, env):
     full_env.pop("EDGE_TRANSLATOR_MODEL", None)
     process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "docs", str(src), "--no-tm", "--quiet"],
                                cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.5)
+    # Interrupt the job once it translates: its first segments are in its journal.
+    journal = src / ".edge-translator-job.sqlite"
+    wait_until(lambda: process.poll() is not None or journal_segments(journal) > 0, timeout=300,
+               what="the job's first segments")
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr.decode()

@@ -13,7 +13,7 @@ from edge_translator.core.cache import CachedTranslation, CacheKey
 from edge_translator.documents import FORMATS, format_for, load_format
 from edge_translator.documents.base import DocumentError, Translated
 from edge_translator.core.inline import place_marks
-from edge_translator.documents.job import JobOptions, discover, output_path
+from edge_translator.documents.plan import JobOptions, discover, output_path
 from edge_translator.documents.journal import JobCache, Journal
 
 

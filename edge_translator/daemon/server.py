@@ -194,10 +194,10 @@ def serve(options: ServeOptions) -> int:
         caches.append(TranslationMemory(options.memory))
     cache = ChainedCache(*caches) if len(caches) > 1 else (caches[0] if caches else None)
     # The decoder's threads spin between operators (the encoder's never do): with both
-    # spinning, they took the cores from the HTTP threads, but with the decoder's alone,
-    # bench-serve (full shape, int8r, Intel Xeon VNNI, 2 vCPUs) gave 25.3 sequential and
-    # 70.8 concurrent requests/s against 21.2/20.9 and 65.6/65.5 without. A server runs for
-    # months, so memory follows the work in hand ("steady") or is given back at once.
+    # spinning they took the cores from the HTTP threads, while the decoder's alone serve
+    # more requests a second, sequential and concurrent, than no spinning at all (measured
+    # in docs/benchmarks.md). A server runs for months, so memory follows the work in hand
+    # ("steady") or is given back at once.
     lean = lean_malloc()
     translator = Translator.load(options.model, options.threads, cache=cache, spin=True,
                                  memory="none" if options.lean_memory else "steady")

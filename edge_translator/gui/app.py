@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QWidget
 
 from ..core.errors import EdgeTranslatorError
 from . import settings as settings_store
+from .dialogs import ask
 from .session import ModelSession
 from .settings import Settings
 
@@ -103,8 +104,6 @@ def load_first_model(session: ModelSession, settings: Settings, parent: QWidget 
         The settings to go on with (``model`` is the bundle the user chose, if they chose
         one), or ``None`` if the user chose to quit.
     """
-    from .window import ask
-
     path: str | None = settings.model
     while True:
         try:

@@ -33,7 +33,8 @@ from PySide6.QtWidgets import (
 from ..core.errors import EdgeTranslatorError
 from ..core.translator import TranslateOptions
 from ..documents import FORMATS
-from ..documents.job import DocumentJob, JobOptions, Summary, discover
+from ..documents.job import DocumentJob
+from ..documents.plan import JobOptions, Summary, discover
 
 logger = logging.getLogger(__name__)
 

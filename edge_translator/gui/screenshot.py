@@ -65,17 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(session, Settings(as_you_type=False), store)
     window.resize(1180, 560)
     window.show()
-    window.source.setPlainText(PARAGRAPH)
+    pane = window.pane
+    pane.source.setPlainText(PARAGRAPH)
 
     def capture(_info=None) -> None:
-        cursor = window.source.textCursor()
+        cursor = pane.source.textCursor()
         cursor.setPosition(PARAGRAPH.index("My father") + 3)
-        window.source.setTextCursor(cursor)
-        window.source.setFocus()
+        pane.source.setTextCursor(cursor)
+        pane.source.setFocus()
         QTimer.singleShot(400, lambda: (window.grab().save(args.out), app.quit()))
 
-    window.translation_finished.connect(capture)
-    QTimer.singleShot(300, window.translate)
+    pane.translation_finished.connect(capture)
+    QTimer.singleShot(300, pane.translate)
     QTimer.singleShot(60000, app.quit)
     app.exec()
     session.close()

@@ -1,7 +1,7 @@
 """``edge-translator-gui --self-test``: prove a built or installed app works, then quit.
 
 The check goes through the window the user sees: the text is put in the source pane, the
-Translate action runs it through the same stream, and the check waits for the window's own
+Translate action runs it through the same stream, and the check waits for the pane's own
 ``translation_finished``. It passes when the translation pane then holds Chinese; it prints
 the translation (or one line saying what went wrong) and gives the exit status. Nothing is
 saved: not the settings, and not the translation memory (the app runs without it).
@@ -37,7 +37,7 @@ def run(app: QApplication, window, text: str = DEFAULT_TEXT, timeout_ms: int = T
     outcome: dict[str, object] = {}
 
     def finished(info: dict) -> None:
-        result = window.target.toPlainText()
+        result = window.pane.target.toPlainText()
         if _CHINESE.search(result):
             outcome.update(status=0, line=result)
         else:
@@ -48,12 +48,12 @@ def run(app: QApplication, window, text: str = DEFAULT_TEXT, timeout_ms: int = T
         outcome.update(status=1, line=f"self-test failed: no translation within {timeout_ms / 1000:g} s")
         app.exit()
 
-    window.translation_finished.connect(finished)
+    window.pane.translation_finished.connect(finished)
     timer = QTimer(window, singleShot=True, interval=timeout_ms)
     timer.timeout.connect(timed_out)
     timer.start()
-    window.source.setPlainText(text)
-    QTimer.singleShot(0, window.translate)
+    window.pane.source.setPlainText(text)
+    QTimer.singleShot(0, window.pane.translate)
     app.exec()
     timer.stop()
     line = outcome.get("line", "self-test failed: the app quit before the translation finished")

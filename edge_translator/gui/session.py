@@ -5,9 +5,9 @@ the window and the documents panel share. Its cache is a
 :class:`~edge_translator.documents.journal.JobCache` over an in-memory LRU (or the user's
 translation memory), so a document job can attach its journal to it while the window
 keeps translating. Loading happens on a worker thread; the result comes back as a signal.
-ONNX Runtime's threads do not spin between operators here: spinning starved the UI thread
-on two cores (stalls of 0.2-0.3 s while a long text translated), and with the window open
-translating was faster without it.
+ONNX Runtime's threads do not spin between operators here: on a machine with few cores,
+spinning threads take the time the UI thread needs, so the window stalls while a long text
+translates, and translating with the window open gains nothing from them.
 """
 
 from __future__ import annotations
