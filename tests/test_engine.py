@@ -219,11 +219,17 @@ def test_close_finishes_queued_work_and_is_idempotent(parts):
 
 
 def test_close_with_cancel_drops_queued_work(parts):
+    text = " ".join(english_sentences(30, seed=4))
+    whole, whole_decoder = make(parts, max_batch_size=2)
+    assert len(list(whole.submit(text))) == 30
+    whole.close()
     translator, decoder = make(parts, delay=0.003, max_batch_size=2)
-    submission = translator.submit(" ".join(english_sentences(30, seed=4)))
+    submission = translator.submit(text)
     assert decoder.entered.wait(30)  # decoding has begun
     translator.close(cancel=True)
     assert len(list(submission)) < 30 and submission.cancelled
+    # the queued work was dropped, not decoded: far fewer decoder steps than the whole text takes
+    assert len(decoder.batches) < len(whole_decoder.batches) / 4, (len(decoder.batches), len(whole_decoder.batches))
 
 
 def test_interactive_work_goes_ahead_of_bulk(parts):
@@ -383,7 +389,8 @@ def test_the_log_normalizer_gives_the_bits_of_the_plain_expression(rows):
     assert np.array_equal(_log_normalizer(last, scratch), expected)  # the buffer's old contents do not matter
 
 
-@pytest.mark.parametrize("idle_s, released", [(0.5, True), (60.0, False)])
+# 1.5 s: long enough that a stalled test thread still sees the spares before they go
+@pytest.mark.parametrize("idle_s, released", [(1.5, True), (60.0, False)])
 def test_an_idle_engine_gives_its_kept_buffers_back(tiny_fp32, idle_s, released):
     """Finished batches leave their buffers for the next ones; once the engine has had
     nothing to do for ``idle_release_s``, they go back to the system."""
@@ -391,7 +398,7 @@ def test_an_idle_engine_gives_its_kept_buffers_back(tiny_fp32, idle_s, released)
         pool = translator.engine.model.buffers
         translator.translate(" ".join(english_sentences(4, seed=77)))
         assert pool.spare_bytes > 0  # the batch just gave them back, and the engine is not yet idle long
-        deadline = time.perf_counter() + 2.0
+        deadline = time.perf_counter() + idle_s + 3.0 if released else time.perf_counter() + 2.0
         while pool.spare_bytes and time.perf_counter() < deadline:
             time.sleep(0.05)
         assert (pool.spare_bytes == 0) == released
