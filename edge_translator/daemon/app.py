@@ -20,6 +20,7 @@ from .context import Context
 from .http import HTTPError, Request, Response, json_response
 from .languages import Targets
 from .limits import Access
+from .routes import Route, Router
 from .service import Limits, Service
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class AppOptions:
 
 
 Handler = Callable[[Context, Request], Response]
+
+#: The API modules, each with its ``ROUTES``, and the error shape of its answers.
+API_MODULES = ((libre, "libre"), (deepl, "deepl"), (native, "native"))
 
 
 class App:
@@ -67,10 +71,9 @@ class App:
         self.service.on_sentence = self._count
         self.draining = False
         self.started = time.time()
-        self.routes: dict[tuple[str, str], tuple[Handler, str]] = {}
-        for module, style in ((libre, "libre"), (deepl, "deepl"), (native, "native")):
-            for (method, path), handler in module.ROUTES.items():
-                self.routes[(method, path)] = (handler, style)
+        self.router = Router()
+        for module, style in API_MODULES:
+            self.router.add_module(module.ROUTES, style)
 
     # -- WSGI --------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response):
@@ -79,11 +82,11 @@ class App:
         path = environ.get("PATH_INFO", "/") or "/"
         if len(path) > 1:
             path = path.rstrip("/")
-        route = self.routes.get((method, path)) or (self.routes.get(("GET", path)) if method == "HEAD" else None)
-        style = route[1] if route else ("deepl" if path.startswith(("/v2/", "/v3/")) else "libre")
+        route, args = self.router.match(method, path)
+        style = route.style if route else ("deepl" if path.startswith(("/v2/", "/v3/")) else "libre")
         self.service.enter()
         try:
-            response = self._dispatch(route, Request(environ, method, path, self.options.max_body), path)
+            response = self._dispatch(route, Request(environ, method, path, self.options.max_body, args), path)
         except HTTPError as exc:
             response = self._error(exc, style)
         except Exception:  # noqa: BLE001 - answer with one line, log the details
@@ -102,10 +105,9 @@ class App:
                                                        *response.headers, *self._cors()])
         return body
 
-    def _dispatch(self, route, request: Request, path: str) -> Response:
+    def _dispatch(self, route: Route | None, request: Request, path: str) -> Response:
         if route is None:
-            allowed = sorted({m for m, p in self.routes if p == path} | ({"HEAD"} if ("GET", path) in self.routes
-                                                                         else set()))
+            allowed = self.router.allowed(path)
             if request.method == "OPTIONS" and allowed:
                 return Response(b"", 204, "text/plain", (("Allow", ", ".join(allowed + ["OPTIONS"])),
                                                          *self._cors_preflight()))
@@ -115,8 +117,7 @@ class App:
             raise HTTPError(404, f"no such endpoint: {path}")
         if self.draining and path not in ("/health", "/metrics"):
             raise HTTPError(503, "the server is shutting down", (("Retry-After", "5"), ("Connection", "close")))
-        handler, _ = route
-        return handler(self, request)
+        return route.handler(self, request)
 
     def _cors(self) -> tuple[tuple[str, str], ...]:
         origin = self.options.cors_origin
@@ -133,8 +134,8 @@ class App:
         key = "message" if style == "deepl" else "error"
         return json_response({key: exc.message}, exc.status, exc.headers)
 
-    def _observe(self, route, path: str, status: int, started: float) -> None:
-        name = path if route is not None else "other"
+    def _observe(self, route: Route | None, path: str, status: int, started: float) -> None:
+        name = route.template if route is not None else "other"
         self.metrics.observe(name, status, time.perf_counter() - started)
 
     # -- helpers for the handlers -------------------------------------------------------------

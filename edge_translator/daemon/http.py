@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from urllib.parse import parse_qs
@@ -64,6 +64,8 @@ class Request:
     method: str
     path: str
     max_body: int
+    args: dict[str, str] = field(default_factory=dict)
+    """The path's ``{name}`` segments, by name (see :mod:`.routes`)."""
     _params: Params | None = None
 
     @property
