@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 
 from ..core.translator import Translator
 from . import deepl, libre, native
@@ -40,6 +41,9 @@ class AppOptions:
     """Requests per minute per client address when there are no keys (0: unlimited)."""
     cors_origin: str | None = None
     """``Access-Control-Allow-Origin`` for browser clients (``"*"`` or one origin); ``None``: no CORS."""
+    state_dir: Path | None = None
+    """Where documents, their journals and glossaries are kept; created when first needed.
+    ``None``: nothing outlives a request (document and glossary endpoints answer 503)."""
 
 
 Handler = Callable[[Context, Request], Response]

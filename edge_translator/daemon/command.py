@@ -46,6 +46,10 @@ def add_parsers(sub) -> None:
                     "arena): less RSS, less throughput under many clients (for boards short of memory)")
     sv.add_argument("--drain-timeout", type=float, default=30.0, metavar="SECONDS",
                     help="after SIGTERM, most seconds to finish the requests in flight (default 30)")
+    sv.add_argument("--state-dir", metavar="DIR",
+                    help="where documents, their journals and glossaries are kept (default: $STATE_DIRECTORY, "
+                    "else $XDG_STATE_HOME/edge-translator, else ~/.local/state/edge-translator); created when "
+                    "first needed")
     sv.set_defaults(func=cmd_serve)
 
 
@@ -58,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
                            http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,
                            cors_origin=args.cors_origin, drain_timeout=args.drain_timeout, memory=args.tm,
-                           lean_memory=args.lean_memory)
+                           lean_memory=args.lean_memory, state_dir=args.state_dir)
     if not args.verbose:
         logging.getLogger("edge_translator").setLevel(logging.INFO)
     return serve(options)

@@ -15,10 +15,12 @@ answers the requests in flight (up to ``drain_timeout`` seconds), and exits 0.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.errors import InputError
 from .app import App, AppOptions
@@ -73,10 +75,11 @@ class ServeOptions:
     lean_memory: bool = False
     """Give memory back after every step: ONNX Runtime without its arena (``memory="none"``)
     and glibc's mmap and trim thresholds fixed at 128 KiB, so freed buffers leave the process.
-    Measured (``bench-serve``, full shape, 60 s, two runs each): RSS flat at 175-177 MB
-    instead of 338-412 MB, but 16 clients got 15-20 requests/s instead of 42-43 and one client
-    11-18 instead of 18-20 (each step maps and faults in its buffers afresh). For boards short
-    of memory and light traffic."""
+    Less RSS, and fewer requests a second, since each step maps and faults in its buffers
+    afresh (docs/benchmarks.md measures both). For boards short of memory and light traffic."""
+    state_dir: str | None = None
+    """Where the server keeps what outlives a request (uploaded and translated documents,
+    their journals, glossaries); ``None``: :func:`default_state_dir`. Created when first needed."""
 
     def __post_init__(self) -> None:
         for name in ("char_limit", "req_limit", "cache_size"):
@@ -91,12 +94,23 @@ class ServeOptions:
             raise ValueError("timeout must be positive and drain_timeout not negative")
 
 
+def default_state_dir() -> Path:
+    """systemd's ``$STATE_DIRECTORY`` (the unit's ``StateDirectory=``), else
+    ``$XDG_STATE_HOME/edge-translator``, else ``~/.local/state/edge-translator``."""
+    if os.environ.get("STATE_DIRECTORY"):
+        return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "edge-translator"
+
+
 def build_app(options: ServeOptions, translator) -> App:
     """The WSGI application for these options over a loaded translator."""
     keys = read_keys(options.api_keys, options.req_limit) if options.api_keys else None
     limits = Limits(char_limit=options.char_limit, batch_limit=options.batch_limit, timeout=options.timeout)
+    state = Path(options.state_dir) if options.state_dir else default_state_dir()
     return App(translator, AppOptions(limits=limits, max_body=options.max_body, api_keys=keys,
-                                      req_limit=options.req_limit, cors_origin=options.cors_origin))
+                                      req_limit=options.req_limit, cors_origin=options.cors_origin,
+                                      state_dir=state))
 
 
 class Daemon:
