@@ -32,6 +32,8 @@ def test_bench_smoke_writes_report(tmp_path):
     out = tmp_path / "docs"
     out.mkdir()
     (out / "benchmarks.json").write_text(json.dumps({"serve": {"demo": SERVE_RUN}, "documents": DOCS_RUN}))
+    (out / "benchmarks.md").write_text("# Benchmarks\n\n## Batch 1\n\nold figures\n\n## History\n\nEarlier runs.\n"
+                                       "\n## Other measurements\n\n- segmentation\n")
     result = run_cli("bench", "--smoke", "--work", str(tmp_path / "work"), "--out", str(out))
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads((out / "benchmarks.json").read_text())
@@ -47,6 +49,9 @@ def test_bench_smoke_writes_report(tmp_path):
     assert (out / "benchmarks-throughput.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "benchmarks.md").read_text()
     assert "SMOKE RUN" in report and "| ct2-int8 |" in report and "| ours-q4 |" in report
+    # sections this report does not write are kept, after its own; the ones it writes are replaced
+    assert report.endswith("## History\n\nEarlier runs.\n\n## Other measurements\n\n- segmentation\n")
+    assert "old figures" not in report and report.count("## Batch 1") == 1
     assert data["serve"] == {"demo": SERVE_RUN} and "## Daemon under load" in report and "| demo (rowwise) |" in report
     assert "| not sampled |" in report  # a row measured before the halves were sampled still renders
     assert data["documents"] == DOCS_RUN and "## Documents" in report and "placeholder figures kept" in report

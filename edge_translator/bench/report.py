@@ -394,7 +394,9 @@ def write_report(result: BenchResult, out_dir: Path) -> Path:
 
     The sections that come from their own commands are kept from an earlier report: the
     daemon's (``edge-translator bench-serve``, key ``serve``) and the documents'
-    (``edge-translator bench-docs``, key ``documents``).
+    (``edge-translator bench-docs``, key ``documents``). So is every other ``## `` section
+    of the earlier Markdown that this report does not write (measurements made by other
+    commands, the history), after the report's own sections.
     """
     own_runs = {"serve": ("## Daemon under load", render_serve_section),
                 "documents": ("## Documents", render_documents_section)}
@@ -407,7 +409,18 @@ def write_report(result: BenchResult, out_dir: Path) -> Path:
     plot_throughput(result, out_dir / "benchmarks-throughput.png")
     (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     path = out_dir / "benchmarks.md"
+    written = {heading for heading, _ in own_runs.values()} | set(_sections(report))
+    kept = [text for heading, text in _sections(path.read_text() if path.is_file() else "").items()
+            if heading not in written]
     path.write_text(report)
     for key, (heading, lines) in sections.items():
         update_section(out_dir, key, earlier[key], heading, lines)
+    if kept:
+        path.write_text(path.read_text().rstrip("\n") + "\n\n" + "\n".join(text.rstrip("\n") + "\n" for text in kept))
     return path
+
+
+def _sections(markdown: str) -> dict[str, str]:
+    """``## `` heading line → that section's text, up to the next such heading."""
+    parts = ("\n" + markdown).split("\n## ")[1:]
+    return {"## " + part.split("\n", 1)[0]: "## " + part for part in parts}
