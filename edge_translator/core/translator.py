@@ -103,7 +103,7 @@ class SentenceResult:
     """Where ``source`` sits in the submitted text: ``text[start:end]``."""
     score: float = float("nan")
     """Mean log-probability of the output tokens: near 0 is confident, below about -1.0
-    is doubtful (see the README for how it tracks quality; NaN for a blank sentence)."""
+    is doubtful (docs/python-api.md#results says how it tracks quality; NaN for a blank sentence)."""
     timing: Timing | None = None
     """Time spent waiting and decoding (``None`` when nothing was decoded: empty or cached)."""
     cached: bool = False

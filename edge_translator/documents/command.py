@@ -103,7 +103,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     if args.glossary:
         path = Path(args.glossary)
         if not path.is_file():
-            raise InputError(f"--glossary {path} does not exist; give a TSV of terms (see the README)")
+            raise InputError(f"--glossary {path} does not exist; give a TSV of terms (see docs/documents.md#glossary)")
         glossary = Glossary.load(path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     memory = None if args.no_tm else _memory(args)
@@ -205,7 +205,7 @@ def add_parsers(sub) -> None:
     docs.add_argument("--target", help="target variant, e.g. zh-Hans or zh-Hant (default: the model's)")
     docs.add_argument("--beam", type=int, default=1, help="beam width (default 1, greedy)")
     docs.add_argument("--glossary", metavar="FILE", help="TSV of terms: 'english<TAB>中文', or a term alone "
-                      "to keep it as is (see the README)")
+                      "to keep it as is (see docs/documents.md#glossary)")
     memory = docs.add_mutually_exclusive_group()
     memory.add_argument("--tm", metavar="FILE", help="translation memory file (default: in the user's data "
                         "directory)")

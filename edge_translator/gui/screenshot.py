@@ -1,4 +1,4 @@
-"""Capture the window translating a real paragraph, for the README (``docs/screenshot*.png``).
+"""Capture the window translating a real paragraph, for the docs (``docs/screenshot*.png``).
 
 Run under a real X server, e.g. ``xvfb-run -s "-screen 0 1400x900x24" python -m
 edge_translator.gui.screenshot docs/screenshot.png`` (add ``--dark`` for the dark theme).
