@@ -171,17 +171,15 @@ class Glossary:
     """Terms to translate as given and to keep, plus the built-in URL and e-mail patterns."""
 
     entries: tuple[Entry, ...] = ()
-    _terms: re.Pattern | None = field(default=None, init=False, repr=False, compare=False)
     _words: tuple[Entry, ...] = field(default=(), init=False, repr=False, compare=False)
+    _folded: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
     _regexes: tuple[tuple[re.Pattern, Entry], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         words = sorted((e for e in self.entries if not e.regex),
                        key=lambda e: (-len(e.source), not _cased(e.source)))
-        if words:
-            alternatives = "|".join(f"(?P<t{i}>{_term_pattern(e.source)})" for i, e in enumerate(words))
-            object.__setattr__(self, "_terms", re.compile(f"(?=(?:{alternatives}))"))
         object.__setattr__(self, "_words", tuple(words))
+        object.__setattr__(self, "_folded", tuple(e.source.casefold() for e in words))
         object.__setattr__(self, "_regexes", tuple((re.compile(e.source), e) for e in self.entries if e.regex))
 
     @classmethod
@@ -252,9 +250,13 @@ class Glossary:
 
     def _candidates(self, text: str) -> Iterator[_Match]:
         """Every match of every term and pattern, overlaps included."""
-        if self._terms is not None:
-            for hit in self._terms.finditer(text):
-                entry = self._words[int(hit.lastgroup[1:])]
+        # Only the terms the text holds (compared case-folded: a superset of what matches) go
+        # into the pattern, so a glossary of thousands of terms costs little per text.
+        folded = text.casefold()
+        present = tuple(i for i, term in enumerate(self._folded) if term in folded)
+        if present:
+            for hit in _alternation(tuple(self._words[i].source for i in present)).finditer(text):
+                entry = self._words[present[int(hit.lastgroup[1:])]]
                 start, end = hit.span(hit.lastgroup)
                 kind = "verbatim" if entry.target is None else "term"
                 yield _Match(start, end, 0, entry.target or text[start:end], kind)
@@ -407,6 +409,13 @@ def _trim(text: str, start: int, end: int) -> int:
             break
         end -= 1
     return end
+
+
+@lru_cache(maxsize=1024)
+def _alternation(terms: tuple[str, ...]) -> re.Pattern:
+    """One pattern that finds, at each position, the first of ``terms`` (longest first) that matches there."""
+    alternatives = "|".join(f"(?P<t{i}>{_term_pattern(term)})" for i, term in enumerate(terms))
+    return re.compile(f"(?=(?:{alternatives}))")
 
 
 def _term_pattern(term: str) -> str:
