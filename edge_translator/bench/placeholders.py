@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
 
+from ..core.cpu import cpu_name
 from ..documents.glossary import STYLES, Glossary, PlaceholderForm
 
 #: The forms tried: brackets and codes that other tools use, numbers, and the few Latin
@@ -131,17 +132,6 @@ def _shares(cases: list[tuple[str, str]], ok: list[bool]) -> dict:
         figures[kind] = round(sum(flags) / len(flags), 3)
     figures["all"] = round(sum(ok) / len(ok), 3)
     return figures
-
-
-def cpu_name() -> str:
-    """The CPU's model name from ``/proc/cpuinfo`` (``"unknown"`` elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def report(result: dict, pairs: bool = True) -> str:

@@ -35,6 +35,7 @@ from ..core.translator import TranslateOptions
 from ..documents import FORMATS
 from ..documents.job import DocumentJob
 from ..documents.plan import JobOptions, Summary, discover
+from .drops import local_files
 
 logger = logging.getLogger(__name__)
 
@@ -342,30 +343,24 @@ class DocumentsPanel(QWidget):
     # -- drops -----------------------------------------------------------------------------
 
     def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        if self._local_paths(event.mimeData()):
+        if local_files(event):
             event.acceptProposedAction()
         else:
             event.ignore()
 
     def dragMoveEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        if self._local_paths(event.mimeData()):
+        if local_files(event):
             event.acceptProposedAction()
         else:
             event.ignore()
 
     def dropEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        paths = self._local_paths(event.mimeData())
+        paths = local_files(event)
         if not paths:
             event.ignore()
             return
         event.acceptProposedAction()
         self.add_files(paths)
-
-    @staticmethod
-    def _local_paths(mime) -> list[Path]:
-        if mime is None or not mime.hasUrls():
-            return []
-        return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
 
     # -- rows ------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ with a tooltip saying why, for every other (the demo English→Chinese model inc
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import (QAction, QColor, QGuiApplication, QKeySequence, QPalette, QTextCharFormat, QTextCursor,
@@ -28,6 +27,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMessageBox, QPla
 from ..core.translator import TranslateOptions
 from .alignment import Alignment, from_utf16, to_utf16
 from .dialogs import ask
+from .drops import local_files
 from .session import ModelSession
 from .settings import Settings
 from .stream import TranslationStream
@@ -43,14 +43,6 @@ LONG_TEXT = 10
 #: ``QTextFormat.UserProperty`` value of the extra selections this pane adds.
 ALIGNED, DOUBTFUL = "aligned", "doubtful"
 SELECTION_ROLE = int(QTextFormat.Property.UserProperty)
-
-
-def local_files(event) -> list[Path]:
-    """The local files a drag or drop event carries (none for other URLs or no URLs)."""
-    mime = event.mimeData() if hasattr(event, "mimeData") else None
-    if mime is None or not mime.hasUrls():
-        return []
-    return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
 
 
 def _bare(text: str) -> str:

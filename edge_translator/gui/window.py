@@ -22,7 +22,8 @@ from . import settings as settings_store
 from .dialogs import ask
 from .session import ModelSession
 from .settings import Settings
-from .translatepane import TranslatePane, local_files
+from .drops import local_files
+from .translatepane import TranslatePane
 
 logger = logging.getLogger(__name__)
 
