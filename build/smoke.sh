@@ -49,6 +49,15 @@ print(json.load(urllib.request.urlopen(request, timeout=30))["translatedText"])
 PY
 )
     if has_cjk <<<"$out"; then pass "serve $url POST /translate: $out"; else fail "serve: $out"; fi
+    # the web page's files travel inside the app (package data read through importlib.resources)
+    out=$(python3 - "$url" <<'PY' 2>&1
+import sys, urllib.request
+for path in ("/", "/static/app.js", "/static/style.css"):
+    with urllib.request.urlopen(sys.argv[1] + path, timeout=30) as answer:
+        print(path, answer.status, len(answer.read()), answer.headers["Content-Security-Policy"] is not None)
+PY
+)
+    if ! grep -qv ' 200 [0-9]* True$' <<<"$out"; then pass "serve GET / and its files"; else fail "serve web page: $out"; fi
     kill -TERM "$SERVER"
     for _ in $(seq 50); do kill -0 "$SERVER" 2>/dev/null || break; sleep 0.2; done
     if kill -0 "$SERVER" 2>/dev/null; then fail "serve: still running 10 s after SIGTERM"; kill -KILL "$SERVER"

@@ -90,3 +90,47 @@ def test_translating_loads_nothing_the_apps_leave_out(tiny_int8):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert [m for m in loaded if _excluded(m, _common().EXCLUDES)] == []
+
+
+def _spec_datas(spec: Path) -> list[tuple[Path, str]]:
+    """The ``datas`` of a spec's ``Analysis``: ``(source, destination in the app)``, sources resolved
+    against the checkout (each entry is ``(str(ROOT / ...), "dest")``)."""
+    tree = ast.parse(spec.read_text(encoding="utf-8"))
+    call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "Analysis")
+    datas = next(k.value for k in call.keywords if k.arg == "datas")
+    return [(Path(eval(compile(ast.Expression(entry.elts[0]), str(spec), "eval"), {"ROOT": ROOT, "str": str})),
+             ast.literal_eval(entry.elts[1])) for entry in datas.elts]
+
+
+def _web_files_not_carried(datas: list[tuple[Path, str]]) -> list[str]:
+    """The web page's files (daemon/web.py ``FILES``) that no ``datas`` entry puts where the package has them."""
+    from edge_translator.daemon.web import FILES
+
+    folder = "edge_translator/daemon/web"
+    missing = []
+    for name in FILES:
+        if not any((src.is_dir() and (src / name).is_file() and dest.rstrip("/") == folder)
+                   or (src.is_file() and src.name == name and dest.rstrip("/") in (folder, f"{folder}/{name}"))
+                   for src, dest in datas):
+            missing.append(f"{folder}/{name}")
+    return missing
+
+
+def test_the_cli_app_carries_every_file_of_the_web_page():
+    """``serve`` answers ``/`` from package data (daemon/web.py reads it through importlib.resources):
+    a file the one-file app lacks would be a 500 there and nowhere else."""
+    assert _web_files_not_carried(_spec_datas(ROOT / "build" / "edge-translator.spec")) == []
+
+
+def test_the_web_page_check_finds_a_missing_file(tmp_path):
+    web = ROOT / "edge_translator" / "daemon" / "web"
+    spec = tmp_path / "app.spec"
+    spec.write_text('a = Analysis(["x.py"], datas=[(str(ROOT / "edge_translator" / "daemon" / "web" / "app.js"), '
+                    '"edge_translator/daemon/web"), (str(ROOT / "models"), "edge_translator/daemon/web")])\n')
+    assert _spec_datas(spec) == [(web / "app.js", "edge_translator/daemon/web"),
+                                 (ROOT / "models", "edge_translator/daemon/web")]
+    assert sorted(_web_files_not_carried(_spec_datas(spec))) == ["edge_translator/daemon/web/index.html",
+                                                                 "edge_translator/daemon/web/style.css"]
+    assert _web_files_not_carried([(web, "edge_translator/daemon/web")]) == []
+    assert _web_files_not_carried([(web, "web")]) != []

@@ -16,8 +16,10 @@ from http import HTTPStatus
 from pathlib import Path
 
 from ..core.translator import Translator
-from . import deepl, libre, native
+from . import deepl, deepl_glossaries, files_api, libre, native, web
 from .context import Context
+from .documents import DocumentStore, FileLimits
+from .glossaries import GlossaryStore
 from .http import HTTPError, Request, Response, json_response
 from .languages import Targets
 from .limits import Access
@@ -44,12 +46,17 @@ class AppOptions:
     state_dir: Path | None = None
     """Where documents, their journals and glossaries are kept; created when first needed.
     ``None``: nothing outlives a request (document and glossary endpoints answer 503)."""
+    web: bool = True
+    """Serve the web page at ``/`` (:mod:`.web`); ``False``: ``/`` is a 404."""
+    files: FileLimits = field(default_factory=FileLimits)
+    """Uploaded documents: size, quota, per-key cap, how long results are kept, their folder."""
 
 
 Handler = Callable[[Context, Request], Response]
 
 #: The API modules, each with its ``ROUTES``, and the error shape of its answers.
-API_MODULES = ((libre, "libre"), (deepl, "deepl"), (native, "native"))
+API_MODULES = ((libre, "libre"), (deepl, "deepl"), (native, "native"), (files_api, "native"),
+               (deepl_glossaries, "deepl"))
 
 
 class App:
@@ -75,9 +82,15 @@ class App:
         self.service.on_sentence = self._count
         self.draining = False
         self.started = time.time()
+        folder = self.options.files.folder or (self.options.state_dir / "files" if self.options.state_dir else None)
+        self.documents = DocumentStore(translator, folder, self.options.files)
+        self.glossaries = GlossaryStore(self.options.state_dir, shared=not self.access.required)
         self.router = Router()
         for module, style in API_MODULES:
             self.router.add_module(module.ROUTES, style)
+        self.router.add_module(files_api.DEEPL_ROUTES, "deepl")
+        if self.options.web:
+            self.router.add_module(web.ROUTES, "web")
 
     # -- WSGI --------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response):
@@ -130,7 +143,7 @@ class App:
     def _cors_preflight(self) -> tuple[tuple[str, str], ...]:
         if not self.options.cors_origin:
             return ()
-        return (("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+        return (("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS"),
                 ("Access-Control-Allow-Headers", "Content-Type, Authorization"),
                 ("Access-Control-Max-Age", "600"))
 
@@ -153,7 +166,9 @@ class App:
         self.metrics.characters.inc(len(result.source))
 
     def close(self) -> None:
+        self.documents.close()
         self.service.close()
+        self.glossaries.close()
 
 
 class _Streamed:

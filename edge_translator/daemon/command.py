@@ -50,6 +50,18 @@ def add_parsers(sub) -> None:
                     help="where documents, their journals and glossaries are kept (default: $STATE_DIRECTORY, "
                     "else $XDG_STATE_HOME/edge-translator, else ~/.local/state/edge-translator); created when "
                     "first needed")
+    sv.add_argument("--max-file-size", type=int, default=20_000_000, metavar="BYTES",
+                    help="largest uploaded document (default 20000000; larger gets 413)")
+    sv.add_argument("--files-dir", metavar="DIR", help="where uploaded and translated documents are kept (default: "
+                    "files/ in the state folder)")
+    sv.add_argument("--files-ttl", type=float, default=3600.0, metavar="SECONDS",
+                    help="seconds a translated document is kept before it is deleted (default 3600)")
+    sv.add_argument("--files-quota", type=int, default=1_000_000_000, metavar="BYTES",
+                    help="most disk space all documents may take together (default 1000000000; over it: 507)")
+    sv.add_argument("--max-queued-documents", type=int, default=8, metavar="N",
+                    help="most documents waiting or being translated per API key (default 8; over it: 429)")
+    sv.add_argument("--no-web", dest="web", action="store_false",
+                    help="do not serve the web page at / (the APIs are unchanged)")
     sv.set_defaults(func=cmd_serve)
 
 
@@ -62,7 +74,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
                            http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,
                            cors_origin=args.cors_origin, drain_timeout=args.drain_timeout, memory=args.tm,
-                           lean_memory=args.lean_memory, state_dir=args.state_dir)
+                           lean_memory=args.lean_memory, state_dir=args.state_dir,
+                           web=args.web, max_file_size=args.max_file_size, files_dir=args.files_dir,
+                           files_ttl=args.files_ttl, files_quota=args.files_quota,
+                           max_queued_documents=args.max_queued_documents)
     if not args.verbose:
         logging.getLogger("edge_translator").setLevel(logging.INFO)
     return serve(options)

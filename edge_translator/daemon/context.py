@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..core.translator import Translator
+from .documents import DocumentStore
+from .glossaries import GlossaryStore
 from .http import Request
 from .languages import Targets
 from .limits import Access
@@ -33,6 +35,10 @@ class Context(Protocol):
     """When the application started (``time.time()``)."""
     draining: bool
     """Whether the server is shutting down (new work is refused with 503)."""
+    glossaries: GlossaryStore
+    """DeepL glossaries, by owner (:mod:`.glossaries`)."""
+    documents: DocumentStore
+    """Uploaded documents and the worker that translates them."""
 
     def admit(self, request: Request, key: str | None, how: str = "pass api_key") -> str:
         """Check the API key and the rate limit (403, 429); ``how`` says how this API passes a key."""

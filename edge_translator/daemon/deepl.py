@@ -1,4 +1,4 @@
-"""The DeepL v2 API: ``/v2/translate``, ``/v2/usage``, ``/v2/languages``.
+"""The DeepL v2 API: ``/v2/translate``, ``/v2/usage``, ``/v2/languages`` (glossaries: :mod:`.deepl_glossaries`).
 
 Accepts JSON (what the ``deepl`` Python client sends) and forms (``text`` repeated, as
 curl examples and older clients send). The key comes in ``Authorization: DeepL-Auth-Key
@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..core.markup import HTML, XML, Markup, visible_text
 from .context import Context
 from .http import HTTPError, Request, Response, json_response, one, strings
+from .keys import admit_deepl
 from .languages import DEEPL_CODES, NAMES, auto_source, check_source
 
 #: Usage reports this limit: the daemon has no quota of its own.
@@ -20,21 +21,6 @@ CHARACTER_LIMIT = 10**12
 #: DeepL's formality values. Chinese has none: the prefer_ ones are ignored, more and less refused.
 FORMALITY = frozenset({"default", "more", "less", "prefer_more", "prefer_less"})
 
-HOW = "send the header 'Authorization: DeepL-Auth-Key YOUR_KEY'"
-
-
-def _key(app: Context, request: Request) -> str | None:
-    auth = request.header("Authorization").strip()
-    if auth:
-        scheme, _, key = auth.partition(" ")
-        if scheme.lower() == "deepl-auth-key" and key.strip():
-            return key.strip()
-        if app.access.required:
-            raise HTTPError(403, "the Authorization header must be 'DeepL-Auth-Key YOUR_KEY'")
-        return None  # no keys needed: another scheme (a proxy's, say) is not ours to judge
-    return one(request.params, "auth_key", "") or None
-
-
 def translate(app: Context, request: Request) -> Response:
     """``POST /v2/translate``: ``text``, ``target_lang``, ``source_lang``, ``tag_handling``, ``ignore_tags``.
 
@@ -42,7 +28,7 @@ def translate(app: Context, request: Request) -> Response:
     and texts already in Chinese come back as they are, reported as ``ZH``.
     """
     params = request.params
-    app.admit(request, _key(app, request), HOW)
+    owner = admit_deepl(app, request)
     texts, _ = strings(params, "text")
     source = one(params, "source_lang", "")
     if source:
@@ -50,17 +36,31 @@ def translate(app: Context, request: Request) -> Response:
     target = app.targets.resolve(one(params, "target_lang"), "target_lang", deepl=True)
     markup = _markup(params)
     _check_formality(one(params, "formality", "default"))
-    if one(params, "glossary_id", ""):
-        raise HTTPError(400, "glossary_id: this server has no glossaries (GET /v2/glossaries lists none); "
-                             "leave glossary_id out")
+    glossary = _glossary(app, params, owner, source)
     app.service.check(texts)
     chinese = [False] * len(texts)
     if not source:
         chinese = auto_source([visible_text(t, markup) if markup else t for t in texts], "text", "source_lang")
-    out = app.service.translate(texts, target, markup, gone=request.gone, unchanged=chinese)
+    out = app.service.translate(texts, target, markup, gone=request.gone, unchanged=chinese, glossary=glossary)
     return json_response({"translations": [
         {"detected_source_language": "ZH" if done else "EN", "text": text, "billed_characters": len(source_text)}
         for text, source_text, done in zip(out, texts, chinese)]})
+
+
+def _glossary(app: Context, params, owner: str, source: str):
+    """The glossary ``glossary_id`` names (or the ones ``glossary_ids`` lists, merged), or
+    ``None``. DeepL requires ``source_lang`` with a glossary, and so does this server."""
+    ids = [one(params, "glossary_id")] if one(params, "glossary_id", "") else []
+    if params.get("glossary_ids") not in (None, [None], []):
+        if ids:
+            raise HTTPError(400, "give glossary_id or glossary_ids, not both")
+        values, _ = strings(params, "glossary_ids")
+        ids = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if not ids:
+        return None
+    if not source:
+        raise HTTPError(400, "source_lang is required when a glossary is used; add source_lang=EN")
+    return app.glossaries.merged(owner, ids)
 
 
 def _check_formality(formality: str) -> None:
@@ -91,27 +91,15 @@ def _markup(params) -> Markup | None:
     return markup.ignoring(ignored) if ignored else markup
 
 
-def glossary_language_pairs(app: Context, request: Request) -> Response:
-    """``GET /v2/glossary-language-pairs``: none (this server has no glossaries)."""
-    app.admit(request, _key(app, request), HOW)
-    return json_response({"supported_languages": []})
-
-
-def glossaries(app: Context, request: Request) -> Response:
-    """``GET /v2/glossaries``: an empty list, so clients that list glossaries go on."""
-    app.admit(request, _key(app, request), HOW)
-    return json_response({"glossaries": []})
-
-
 def usage(app: Context, request: Request) -> Response:
     """``GET /v2/usage``: characters translated since the daemon started."""
-    app.admit(request, _key(app, request), HOW)
+    admit_deepl(app, request)
     return json_response({"character_count": app.service.characters, "character_limit": CHARACTER_LIMIT})
 
 
 def languages(app: Context, request: Request) -> Response:
     """``GET /v2/languages?type=source|target``."""
-    app.admit(request, _key(app, request), HOW)
+    admit_deepl(app, request)
     kind = (one(request.params, "type", "source") or "source").lower()
     if kind == "source":
         return json_response([{"language": "EN", "name": "English"}])
@@ -129,6 +117,4 @@ ROUTES = {
     ("POST", "/v2/usage"): usage,
     ("GET", "/v2/languages"): languages,
     ("POST", "/v2/languages"): languages,
-    ("GET", "/v2/glossary-language-pairs"): glossary_language_pairs,
-    ("GET", "/v2/glossaries"): glossaries,
 }

@@ -32,18 +32,30 @@ class Params(dict):
         super().__init__(*args, **kwargs)
         self.arrays: set[str] = set()
         self.files: set[str] = set()
+        self.uploads: dict[str, Upload] = {}
+        """The file uploads by field name (the last one where a field repeats)."""
 
     def merge(self, other: Params) -> None:
         """Take ``other``'s fields (they win on a clash), its arrays and its file fields."""
         self.update(other)
         self.arrays = (self.arrays - set(other)) | other.arrays
         self.files |= other.files
+        self.uploads.update(other.uploads)
 
     def missing(self, name: str) -> HTTPError:
         """The 400 for a field that is not there (or came as a file upload)."""
         if name in self.files:
             return HTTPError(400, f"field {name!r} is a file upload; send the text itself")
         return HTTPError(400, f"missing field {name!r}")
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file sent in a multipart form."""
+
+    filename: str
+    """The name the client gave it: a label, never a path to use."""
+    data: bytes
 
 
 class HTTPError(Exception):
@@ -207,6 +219,7 @@ def _multipart(body: bytes, content_type: str) -> Params:
             continue
         if part.get_filename() is not None:
             params.files.add(str(name))
+            params.uploads[str(name)] = Upload(str(part.get_filename()), part.get_payload(decode=True) or b"")
             continue
         payload = part.get_payload(decode=True) or b""
         params.setdefault(str(name), []).append(_decode(payload, f"form field {name!r}"))

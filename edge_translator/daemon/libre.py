@@ -11,22 +11,15 @@ from __future__ import annotations
 from ..core.markup import HTML, visible_text
 from .context import Context
 from .http import HTTPError, Request, Response, json_response, one, strings
+from .keys import admit_libre
 from .languages import NAMES, auto_source, check_source, english_confidence
 from .languages import detect as detect_language
-
-
-HOW = "pass api_key (apiKey in JSON)"
-
-
-def _key(request: Request) -> str | None:
-    params = request.params
-    return one(params, "api_key", "") or one(params, "apiKey", "") or None
 
 
 def translate(app: Context, request: Request) -> Response:
     """``POST /translate``: ``q``, ``source``, ``target``, ``format``, ``api_key``, ``alternatives``."""
     params = request.params
-    app.admit(request, _key(request), HOW)
+    admit_libre(app, request)
     texts, as_list = strings(params, "q")
     auto = check_source(one(params, "source", "auto"))
     target = app.targets.resolve(one(params, "target", "zh"))
@@ -56,7 +49,7 @@ def _detection(text: str) -> dict:
 
 def detect(app: Context, request: Request) -> Response:
     """``POST /detect``: ``[{confidence, language}]``, English or not (see :mod:`.languages`)."""
-    app.admit(request, _key(request), HOW)
+    admit_libre(app, request)
     texts, _ = strings(request.params, "q")
     app.service.check(texts)
     return json_response(detect_language("\n".join(texts)))
@@ -83,8 +76,8 @@ def settings(app: Context, request: Request) -> Response:
         "apiKeys": app.access.required,
         "keyRequired": app.access.required,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": app.documents.enabled,
+        "supportedFilesFormat": list(app.documents.suffixes()) if app.documents.enabled else [],
         "language": {"source": {"code": "en", "name": "English"},
                      "target": {"code": "zh", "name": NAMES[app.targets.default]}},
     })
@@ -106,5 +99,4 @@ ROUTES = {
     ("POST", "/languages"): languages,
     ("GET", "/frontend/settings"): settings,
     ("POST", "/suggest"): disabled("suggestions"),
-    ("POST", "/translate_file"): disabled("file translations"),
 }

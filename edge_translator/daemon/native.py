@@ -16,6 +16,7 @@ import time
 from ..core.translator import SentenceResult, join_results
 from .context import Context
 from .http import HTTPError, Request, Response, json_response, one, strings
+from .keys import admit_native
 
 
 def _sentence(result: SentenceResult) -> dict:
@@ -37,9 +38,7 @@ def _sentence(result: SentenceResult) -> dict:
 def translate(app: Context, request: Request) -> Response:
     """``POST /v1/translate``."""
     params = request.params
-    bearer = request.header("Authorization").strip()
-    key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else one(params, "api_key", "") or None
-    app.admit(request, key, "pass api_key, or the header 'Authorization: Bearer YOUR_KEY'")
+    admit_native(app, request)
     texts, as_list = strings(params, "text", "q")
     target = app.targets.resolve(one(params, "target", "zh"))
     stream = one(params, "stream", False, bool)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..core.errors import InputError
 from .app import App, AppOptions
+from .documents import FileLimits
 from .limits import read_keys
 from .service import Limits
 
@@ -80,18 +81,33 @@ class ServeOptions:
     state_dir: str | None = None
     """Where the server keeps what outlives a request (uploaded and translated documents,
     their journals, glossaries); ``None``: :func:`default_state_dir`. Created when first needed."""
+    web: bool = True
+    """Serve the web page at ``/``; ``False`` (``--no-web``): ``/`` is a 404."""
+    max_file_size: int = 20_000_000
+    """Largest uploaded document in bytes (413 above)."""
+    files_ttl: float = 3600.0
+    """Seconds a translated document (or its error) is kept before it is deleted."""
+    files_quota: int = 1_000_000_000
+    """Most bytes all documents may take on disk together (507 above)."""
+    max_queued_documents: int = 8
+    """Most documents waiting or being translated per key (429 above)."""
+    files_dir: str | None = None
+    """Where documents are kept; ``None``: ``files/`` in the state folder."""
 
     def __post_init__(self) -> None:
         for name in ("char_limit", "req_limit", "cache_size"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        for name in ("batch_limit", "max_body", "http_threads", "connections"):
+        for name in ("batch_limit", "max_body", "http_threads", "connections", "max_file_size", "files_quota",
+                     "max_queued_documents"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, not {self.port}")
         if self.timeout <= 0 or self.drain_timeout < 0:
             raise ValueError("timeout must be positive and drain_timeout not negative")
+        if self.files_ttl <= 0:
+            raise ValueError("files_ttl must be positive")
 
 
 def default_state_dir() -> Path:
@@ -108,9 +124,12 @@ def build_app(options: ServeOptions, translator) -> App:
     keys = read_keys(options.api_keys, options.req_limit) if options.api_keys else None
     limits = Limits(char_limit=options.char_limit, batch_limit=options.batch_limit, timeout=options.timeout)
     state = Path(options.state_dir) if options.state_dir else default_state_dir()
+    files = FileLimits(max_file_size=options.max_file_size, quota=options.files_quota,
+                       max_queued=options.max_queued_documents, ttl=options.files_ttl,
+                       folder=Path(options.files_dir) if options.files_dir else None)
     return App(translator, AppOptions(limits=limits, max_body=options.max_body, api_keys=keys,
                                       req_limit=options.req_limit, cors_origin=options.cors_origin,
-                                      state_dir=state))
+                                      state_dir=state, web=options.web, files=files))
 
 
 class Daemon:
@@ -132,7 +151,8 @@ class Daemon:
                 self.app, host=options.host, port=options.port, threads=options.http_threads,
                 connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
                 cleanup_interval=int(max(1, min(30, options.timeout / 2))),
-                max_request_body_size=BODY_SLACK * options.max_body, channel_request_lookahead=1,
+                max_request_body_size=max(BODY_SLACK * options.max_body, 2 * options.max_file_size + (1 << 20)),
+                channel_request_lookahead=1,
                 ident="edge-translator", clear_untrusted_proxy_headers=True, asyncore_loop_timeout=1)
         except OSError as exc:
             self.app.close()

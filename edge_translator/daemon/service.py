@@ -19,6 +19,7 @@ from ..core.engine import Priority
 from ..core.errors import Busy, EngineClosed, InputError, TranslationFailed
 from ..core.markup import Markup, plan, render, texts_to_translate
 from ..core.translator import SentenceResult, Submission, TranslateOptions, Translator, join_results
+from ..documents.glossary import Glossary, Slot
 from .http import HTTPError
 
 logger = logging.getLogger(__name__)
@@ -195,7 +196,8 @@ class Service:
         return submissions
 
     def translate(self, texts: list[str], target: str, markup: Markup | None = None,
-                  gone: Callable[[], bool] | None = None, unchanged: list[bool] | None = None) -> list[str]:
+                  gone: Callable[[], bool] | None = None, unchanged: list[bool] | None = None,
+                  glossary: Glossary | None = None) -> list[str]:
         """Translate each text (plain, or HTML or XML whose markup is kept); one string per text.
 
         All of a request's text is submitted together under one deadline, so its
@@ -211,13 +213,14 @@ class Service:
             gone: Returns true once the client has disconnected (its work is then cancelled).
             unchanged: Per text, whether to give it back as it is (already in the target
                 language) instead of translating it.
+            glossary: Terms translated exactly as given (see :meth:`_glossed`).
 
         Raises:
             HTTPError: 503 on timeout or a full queue, 500 when the runtime fails, 400 for bad text.
         """
         if unchanged is not None and any(unchanged):
             todo = [text for text, keep in zip(texts, unchanged) if not keep]
-            done = iter(self.translate(todo, target, markup, gone) if todo else [])
+            done = iter(self.translate(todo, target, markup, gone, glossary=glossary) if todo else [])
             return [text if keep else next(done) for text, keep in zip(texts, unchanged)]
         deadline = self.deadline()
         if markup is not None:
@@ -225,13 +228,57 @@ class Service:
             units = list(dict.fromkeys(unit for document in documents for unit in texts_to_translate(document)))
         else:
             units = texts
-        results = self._collect(self.submit(units, target, deadline), gone, deadline)
-        translated = [join_results(sentences) for sentences in results]
+        if glossary is not None:
+            translated = self._glossed(units, target, glossary, gone, deadline)
+        else:
+            results = self._collect(self.submit(units, target, deadline), gone, deadline)
+            translated = [join_results(sentences) for sentences in results]
         self._count(texts)
         if markup is None:
             return translated
         table = dict(zip(units, translated))
         return [render(text, document, table) for text, document in zip(texts, documents)]
+
+    def _glossed(self, texts: list[str], target: str, glossary: Glossary, gone, deadline: float) -> list[str]:
+        """Translate with the glossary's terms masked by placeholders and put back after.
+
+        A text whose placeholder the model lost is translated again with the other
+        placeholder style, as the document job does. If that loses one too, the text is
+        translated once more without the lost terms masked, and then, if still something
+        is lost (a URL, say), plainly: a term the model may translate its own way is
+        better than an answer missing words, or no answer.
+        """
+        out: list[str | None] = [None] * len(texts)
+        todo: dict[int, tuple[Glossary | None, int]] = {i: (glossary, 0) for i in range(len(texts))}
+        while todo:
+            masked = {i: g.mask(texts[i], style=style % 2) if g is not None else None
+                      for i, (g, style) in todo.items()}
+            for i, m in masked.items():
+                if m is not None and m.slots and _only_placeholders(m):  # a bare term: nothing for the model
+                    out[i] = todo[i][0].unmask(m.text, m).text
+            order = [i for i in todo if out[i] is None]
+            if not order:
+                break
+            submitted = [masked[i].text if masked[i] is not None else texts[i] for i in order]
+            results = self._collect(self.submit(submitted, target, deadline), gone, deadline)
+            retry: dict[int, tuple[Glossary | None, int]] = {}
+            for i, sentences in zip(order, results):
+                g, style = todo[i]
+                translation = join_results(sentences)
+                if g is None:
+                    out[i] = translation
+                    continue
+                restored = g.unmask(translation, masked[i])
+                if not restored.missing:
+                    out[i] = restored.text
+                elif style == 0:
+                    retry[i] = (g, 1)
+                elif style == 1:
+                    retry[i] = (_without(g, restored.missing), 2)  # placeholder style 0 again, fewer terms
+                else:
+                    retry[i] = (None, 0)
+            todo = retry
+        return [text or "" for text in out]
 
     def stream(self, texts: list[str], target: str, gone: Callable[[], bool] | None = None
                ) -> Iterator[tuple[int, SentenceResult]]:
@@ -295,3 +342,24 @@ class Service:
 
     def close(self) -> None:
         self.watchdog.close()
+
+
+def _only_placeholders(masked) -> bool:
+    """Whether a masked text is placeholders and punctuation only (a term, a URL, alone)."""
+    rest = masked.text
+    for slot in masked.slots:
+        rest = rest.replace(slot.placeholder, " ")
+    return not any(ch.isalnum() for ch in rest)
+
+
+def _without(glossary: Glossary, lost: tuple[Slot, ...]) -> Glossary | None:
+    """The glossary less the terms whose placeholders were lost; ``None`` when that leaves
+    nothing to try (the lost slot was a URL or an address, which every glossary masks)."""
+    def hit(entry) -> bool:
+        return any(s.kind == "term" and (entry.source == s.source or (entry.source == entry.source.lower()
+                                                                      and entry.source == s.source.lower()))
+                   for s in lost)
+    kept = tuple(e for e in glossary.entries if e.regex or not hit(e))
+    if len(kept) == len(glossary.entries):
+        return None
+    return Glossary(kept)
