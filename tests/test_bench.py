@@ -138,6 +138,43 @@ def test_bench_load_updates_only_its_section(tmp_path):
     assert "`max_bulk_batches=2`" in text and "| 1, rows join |" not in text and "`continuous=True` |" not in text
 
 
+def test_bench_soak_smoke_writes_its_section(tmp_path):
+    """The soak's harness end to end, for seconds (it asserts no speed): mixed text and documents, no errors."""
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / "benchmarks.md").write_text("# Benchmarks\n\n## Batch 1\n\nkept\n")
+    (out / "benchmarks.json").write_text('{"serve": {"kept": true}}')
+    result = run_cli("bench-soak", "--smoke", "--out", str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    data = json.loads((out / "benchmarks.json").read_text())
+    run = data["soak"]
+    assert data["serve"] == {"kept": True}
+    assert run["errors_5xx"] == 0 and run["errors_4xx"] == 0 and run["exit_code"] == 0, run
+    soak, docs = run["soak"], run["soak"]["documents"]
+    assert soak["statuses"]["202"] == soak["statuses"]["204"] >= 1  # each upload deleted
+    assert docs["done"] > 0 and docs["failed"] == docs["bad_results"] == 0 and docs["sentences"] > 0
+    assert docs["docx"] > 0  # the first document is a .docx, waited for: it came back and opened
+    assert soak["single"]["requests"] > 0 and soak["multi"]["requests"] > 0
+    assert run["unloaded"]["multi"]["requests"] == 0
+    assert run["ratio_p50"] > 0 and run["during_document_ratio_p50"] > 0
+    assert run["unloaded_p50_ms"] == min(run["unloaded"]["single"]["p50_ms"], run["unloaded_again"]["single"]["p50_ms"])
+    phases = ("unloaded", "soak", "during_document", "unloaded_again")
+    assert all(0 <= run[phase]["others_cpu"] <= 1 for phase in phases)
+    assert run["during_document"]["single_during_document"]["requests"] > 0
+    rss = run["rss"]
+    assert rss["rss_samples"] > 0 and len(rss["peak_per_minute_mb"]) == 1 and rss["peak_mb"] > 10
+    assert rss["peak_mb"] == max(rss["peak_per_minute_mb"]) and rss["slope_mb_per_min"] is not None
+    report = (out / "benchmarks.md").read_text()
+    assert report.startswith("# Benchmarks\n\n## Batch 1\n\nkept\n\n## Mixed text and documents (serve)\n")
+    assert "`edge-translator bench-soak --smoke --out " in report and "| one client beside a document job |" in report
+    assert "| unloaded, again |" in report
+    # the fit: a steady climb of 1 MB a second is 60 MB/min; per-minute peaks; early samples left out
+    from edge_translator.bench.soakbench import rss_trend
+
+    trend = rss_trend(sorted([(t, 100.0 + t) for t in range(0, 130)] + [(10.5, 500.0)]), fit_after_s=20)
+    assert trend["slope_mb_per_min"] == 60.0 and trend["peak_per_minute_mb"] == [500.0, 219.0, 229.0]
+
+
 def test_distinct_sentences_never_repeat():
     from edge_translator.bench.loadbench import distinct_sentences
 

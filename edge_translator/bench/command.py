@@ -1,4 +1,5 @@
-"""The benchmarks' subcommands: ``bench``, ``bench-serve``, ``bench-docs`` and ``bench-load``.
+"""The benchmarks' subcommands: ``bench``, ``bench-serve``, ``bench-docs``, ``bench-load``
+and ``bench-soak``.
 
 Argument parsing and printing only: each command imports its benchmark when it runs, so
 declaring them costs ``edge-translator translate`` nothing at start-up and needs none of
@@ -82,6 +83,23 @@ def add_parsers(sub) -> None:
     _add_load_arguments(bl)
     bl.set_defaults(func=cmd_bench_load)
 
+    bk = sub.add_parser("bench-soak", help="soak the daemon with mixed text and documents over loopback (RSS, "
+                        "errors, text latency against unloaded) and update that section of benchmarks.md "
+                        "(extras 'serve', 'docs', 'bench')")
+    bk.add_argument("--model", help="bundle to serve (default: the embedded model)")
+    bk.add_argument("--minutes", type=float, default=10.0, help="length of the soak (default 10)")
+    bk.add_argument("--clients", type=int, default=4, help="text clients during the soak (default 4)")
+    bk.add_argument("--unloaded-seconds", type=float, default=30.0,
+                    help="length of the one-client run without load (default 30)")
+    bk.add_argument("--probe-seconds", type=float, default=30.0,
+                    help="length of the one-client run beside the document client alone (default 30)")
+    bk.add_argument("--doc-sentences", type=int, default=40, help="sentences of each document (default 40)")
+    bk.add_argument("--threads", type=int, default=2, help="the daemon's ONNX Runtime threads (default 2)")
+    bk.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
+    bk.add_argument("--smoke", action="store_true", help="a few seconds on generated sentences (no 'bench' extra; "
+                    "checks the harness)")
+    bk.set_defaults(func=cmd_bench_soak)
+
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Benchmark this runtime against PyTorch and CTranslate2 and write the report."""
@@ -160,6 +178,39 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     print(f"sequential {seq['req_s']} req/s; {con['clients']} clients {con['req_s']} req/s ({run['ratio']}x), "
           f"p50 {con['p50_ms']} ms, p99 {con['p99_ms']} ms, errors {con['errors'] or 0}, "
           f"RSS {run['rss_start_mb']} -> {run['rss_end_mb']} MB, exit {run['exit_code']}")
+    return 0
+
+
+def cmd_bench_soak(args: argparse.Namespace) -> int:
+    """Soak the daemon with mixed text and documents and update that section of the report."""
+    from ..core.translator import resolve_model
+    from . import report, soakbench
+
+    command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench-soak"
+    if args.smoke:  # seconds, not minutes: the figures mean nothing
+        from ..toolchain.testmodels import english_sentences
+
+        sentences = english_sentences(200, 9)
+        options = soakbench.SoakOptions(minutes=0.1, text_clients=2, unloaded_seconds=1.5, probe_seconds=3.0,
+                                        doc_sentences=6, threads=1)
+    else:
+        from .prose import prose_sentences
+
+        sentences = prose_sentences()
+        options = soakbench.SoakOptions(minutes=args.minutes, text_clients=args.clients, threads=args.threads,
+                                        unloaded_seconds=args.unloaded_seconds, probe_seconds=args.probe_seconds,
+                                        doc_sentences=args.doc_sentences)
+    run = soakbench.run_soak_bench(resolve_model(args.model), sentences, options, command)
+    path = report.update_section(Path(args.out), "soak", run, report.SOAK_HEADING, report.render_soak_section(run))
+    print(f"updated {path}")
+    rss, soak, docs = run["rss"], run["soak"], run["soak"]["documents"]
+    peaks = ", ".join(f"{mb:g}" for mb in rss["peak_per_minute_mb"])
+    print(f"soak {soak['seconds']:.0f} s: RSS peak per minute {peaks} MB, slope {rss['slope_mb_per_min']} MB/min "
+          f"after {rss['fit_after_s']:g} s; 5xx/no answer {run['errors_5xx']}, 4xx {run['errors_4xx']}; "
+          f"documents {docs['done']} done ({docs['sent_s']} sentences/s); one-sentence p50 "
+          f"{run['unloaded_p50_ms']} ms unloaded, {soak['single']['p50_ms']} ms soaked "
+          f"({run['ratio_p50']}x), {run['during_document']['single_during_document']['p50_ms']} ms beside a "
+          f"document job alone ({run['during_document_ratio_p50']}x); exit {run['exit_code']}")
     return 0
 
 

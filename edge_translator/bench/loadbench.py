@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import numpy as np
 from ..core.engine import EngineOptions, Priority
 from ..core.errors import ExportError
 from ..core.translator import SentenceResult, TranslateOptions, Translator, join_results
-from .machine import machine_info
+from .machine import cpu_snapshot, machine_info, others_share
 from .report import percent, ratio
 
 logger = logging.getLogger(__name__)
@@ -120,25 +119,6 @@ def rss_mb() -> float | None:
     except OSError:
         pass
     return None
-
-
-def cpu_snapshot() -> tuple[float, float, float] | None:
-    """Busy and total CPU seconds of the machine (``/proc/stat``), and this process's CPU seconds."""
-    try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in stat.readline().split()[1:9])
-    except (OSError, ValueError):
-        return None
-    tick, own = os.sysconf("SC_CLK_TCK"), os.times()
-    busy = user + nice + system + irq + softirq + steal
-    return busy / tick, (busy + idle + iowait) / tick, own.user + own.system
-
-
-def others_share(before: tuple | None, after: tuple | None) -> float | None:
-    """Share of the machine's CPU time that other processes used between two snapshots."""
-    if before is None or after is None or after[1] <= before[1]:
-        return None
-    return max(0.0, (after[0] - before[0]) - (after[2] - before[2])) / (after[1] - before[1])
 
 
 def distinct_sentences(sentences: list[str], count: int) -> list[str]:

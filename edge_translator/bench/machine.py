@@ -47,3 +47,26 @@ def memory_bandwidth_gbs(size_mb: int = 512, repeats: int = 5) -> float:
 def dir_mb(path: Path) -> float:
     """Total size of the files in a directory, in MB."""
     return round(sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 1e6, 1)
+
+
+def cpu_snapshot(pid: int | None = None) -> tuple[float, float, float] | None:
+    """Busy and total CPU seconds of the machine (``/proc/stat``), and the CPU seconds of
+    this process (with process ``pid``'s, when given); ``None`` where ``/proc`` cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in stat.readline().split()[1:9])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split() if pid is not None else None
+    except (OSError, ValueError):
+        return None
+    tick, own = os.sysconf("SC_CLK_TCK"), os.times()
+    busy = user + nice + system + irq + softirq + steal
+    ours = own.user + own.system + ((int(fields[11]) + int(fields[12])) / tick if fields else 0.0)  # utime, stime
+    return busy / tick, (busy + idle + iowait) / tick, ours
+
+
+def others_share(before: tuple | None, after: tuple | None) -> float | None:
+    """Share (0-1) of the machine's CPU time that other processes used between two
+    :func:`cpu_snapshot` s (a busy machine makes every figure of the run slower)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return max(0.0, (after[0] - before[0]) - (after[2] - before[2])) / (after[1] - before[1])

@@ -2,9 +2,9 @@
 
 Every benchmark writes its own section (:func:`update_section`) and leaves the others as
 they are; ``bench`` rewrites the whole report and renders again, from the JSON, the
-sections that other commands measured (``bench-serve``, ``bench-docs``). All renderers
-live here, apart from the code that measures, so that no benchmark imports another to
-write the report.
+sections that other commands measured (``bench-serve``, ``bench-docs``, ``bench-soak``).
+All renderers live here, apart from the code that measures, so that no benchmark imports
+another to write the report.
 """
 
 from __future__ import annotations
@@ -214,6 +214,76 @@ def _peaks(run: dict) -> str:
     return f"{a} → {b} MB" + ("" if growth is None else f" ({100 * growth:+.1f}%)")
 
 
+# -- mixed text and documents (bench-soak) --------------------------------------------------
+SOAK_HEADING = "## Mixed text and documents (serve)"
+
+
+def render_soak_section(run: dict) -> list[str]:
+    """Markdown lines of the "Mixed text and documents" section, from :func:`.soakbench.run_soak_bench`'s dict."""
+    m, o, rss = run["machine"], run["options"], run["rss"]
+    unloaded, soak, during, again = run["unloaded"], run["soak"], run["during_document"], run["unloaded_again"]
+    docs = soak["documents"]
+    peaks = ", ".join(f"{mb:g}" for mb in rss["peak_per_minute_mb"])
+    lines = [
+        SOAK_HEADING,
+        "",
+        f"Measured by `{run['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs): "
+        f"`edge-translator serve` in its own process on 127.0.0.1 with `{run['model']}` ({run['quantization']}), "
+        f"{o['threads']} ONNX Runtime thread{'s' if o['threads'] != 1 else ''}, the cache off (every request is "
+        "decoded) and its state folder in a temporary one. Four phases, over HTTP: one client sending "
+        "one-sentence LibreTranslate `/translate` requests one after another (*unloaded*); then, for "
+        f"{o['minutes']:g} min, {o['text_clients']} text clients "
+        f"without pause (every third request has 2 to {o['multi_sentences']} sentences, the others one) beside a "
+        f"document client that uploads {o['doc_sentences']}-sentence `.txt` and `.docx` files in turn through "
+        "`/v1/documents`, polls each, downloads it, checks that it has text (a `.docx`: that it opens with some) "
+        "and deletes it (*soak*); then the document client alone with one client of one-sentence requests, "
+        "counting only those made while a document was being translated (*one client beside a document job*); "
+        "then the unloaded client again. The loaded latencies are compared with the lower of the two unloaded "
+        "ones. Every response's status is counted, and the share of the machine's CPU that processes other than "
+        "the daemon and the clients took in each phase (from `/proc`); then SIGTERM.",
+        "",
+        "| phase | seconds | one-sentence requests | p50 | p95 | multi-sentence requests | p50 | documents done "
+        "| document sentences/s | text sentences/s | 5xx or no answer | 4xx | CPU used by others |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, phase, single in (("unloaded", unloaded, "single"), ("soak", soak, "single"),
+                                ("one client beside a document job", during, "single_during_document"),
+                                ("unloaded, again", again, "single")):
+        one, multi, d = phase[single], phase["multi"], phase["documents"]
+        multi_p50 = _ms(multi["p50_ms"]) if multi["requests"] else ""
+        lines.append(f"| {name} | {phase['seconds']:g} | {one['requests']} | {_ms(one['p50_ms'])} "
+                     f"| {_ms(one['p95_ms'])} | {multi['requests'] or ''} | {multi_p50} "
+                     f"| {d['done'] if d['done'] else ''} | {d['sent_s'] if d['done'] else ''} "
+                     f"| {phase['text_sent_s']} | {phase['errors_5xx']} | {phase['errors_4xx']} "
+                     f"| {percent(phase['others_cpu'])} |")
+    growth = rss.get("rss_peak_growth")
+    lines += [
+        "",
+        f"- **Errors:** {run['errors_5xx']} responses 5xx or unanswered, {run['errors_4xx']} 4xx, over all four "
+        f"phases (soak statuses: {', '.join(f'{k}: {v}' for k, v in soak['statuses'].items())}); daemon exit "
+        f"code {run['exit_code']}.",
+        f"- **One-sentence latency:** p50 {_ms(run['unloaded_p50_ms'])} unloaded (p95 "
+        f"{_ms(run['unloaded_p95_ms'])}); "
+        f"{_ms(soak['single']['p50_ms'])} during the soak, {_times(run['ratio_p50'])} (p95 "
+        f"{_times(run['ratio_p95'])}); {_ms(during['single_during_document']['p50_ms'])} beside a document job "
+        f"alone, {_times(run['during_document_ratio_p50'])} (goal: at most 2×).",
+        f"- **Documents during the soak:** {docs['done']} done ({docs['txt']} `.txt`, {docs['docx']} `.docx`), "
+        f"{docs['failed']} failed, {docs['bad_results']} with a bad result; {docs['sentences']} sentences, "
+        f"{docs['sent_s']} sentences/s; median {docs['p50_s']} s from upload to done.",
+        f"- **Memory (RSS of the daemon):** {rss['idle_mb']} MB idle after loading; during the soak, sampled every "
+        f"{rss['sample_s']:g} s ({rss['rss_samples']} samples), highest in each minute: {peaks} MB; slope "
+        f"{rss['slope_mb_per_min']} MB/min after the first {rss['fit_after_s']:g} s; highest in the first half "
+        f"{rss['rss_peak_first_half_mb']} MB, in the second {rss['rss_peak_second_half_mb']} MB"
+        + ("" if growth is None else f" ({100 * growth:+.1f}%)") + f"; {rss['after_mb']} MB after the last phase.",
+        "",
+    ]
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} ms"
+
+
 # -- documents (bench-docs) -----------------------------------------------------------------
 def render_documents_section(data: dict) -> list[str]:
     """Markdown lines of the "Documents" section."""
@@ -393,13 +463,15 @@ def write_report(result: BenchResult, out_dir: Path) -> Path:
     """Write ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks-throughput.png``.
 
     The sections that come from their own commands are kept from an earlier report: the
-    daemon's (``edge-translator bench-serve``, key ``serve``) and the documents'
-    (``edge-translator bench-docs``, key ``documents``). So is every other ``## `` section
+    daemon's (``edge-translator bench-serve``, key ``serve``), the documents'
+    (``edge-translator bench-docs``, key ``documents``) and the soak's (``edge-translator
+    bench-soak``, key ``soak``). So is every other ``## `` section
     of the earlier Markdown that this report does not write (measurements made by other
     commands, the history), after the report's own sections.
     """
     own_runs = {"serve": ("## Daemon under load", render_serve_section),
-                "documents": ("## Documents", render_documents_section)}
+                "documents": ("## Documents", render_documents_section),
+                "soak": (SOAK_HEADING, render_soak_section)}
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = out_dir / "benchmarks.json"
     earlier = json.loads(previous.read_text()) if previous.is_file() else {}

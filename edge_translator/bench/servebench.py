@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -25,6 +20,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .daemonproc import RSSSampler, ServeProcess, percentile, rss_mb
 from .machine import machine_info
 from .report import RSS_SAMPLE_S
 
@@ -52,54 +48,6 @@ class ServeBenchOptions:
     warmup_seconds: float = 10.0
     """Concurrent requests before the measured run (not counted): ONNX Runtime allocates
     its buffers for the larger batches then, so RSS over the run shows growth, not that."""
-
-
-def _percentile(values: list[float], share: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
-
-
-class _Daemon:
-    def __init__(self, model: Path, opts: ServeBenchOptions):
-        env = dict(os.environ)
-        env.pop("EDGE_TRANSLATOR_MODEL", None)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "edge_translator.cli", "serve", "--port", "0", "--model", str(model),
-             "--threads", str(opts.threads), "--cache", "0", "--char-limit", "0", "--timeout", "120",
-             "--http-threads", str(opts.http_threads), *(["--lean-memory"] if opts.lean_memory else [])],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-        self.url = None
-        deadline = time.monotonic() + 300
-        while self.url is None and time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            match = re.search(r"serving \S+ on (http://\S+)", line)
-            self.url = match.group(1) if match else None
-        if self.url is None:
-            self.process.kill()
-            raise RuntimeError(f"edge-translator serve did not start (exit {self.process.wait()})")
-        threading.Thread(target=lambda: [None for _ in self.process.stderr], daemon=True).start()
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(120)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
 
 
 def _post(url: str, text: str) -> tuple[int, float]:
@@ -148,7 +96,7 @@ def _run(url: str, texts: list[str], clients: int, seconds: float, start_at: int
     return {"clients": clients, "seconds": round(elapsed, 1), "requests": requests,
             "req_s": round(requests / elapsed, 2), "errors": errors,
             "p50_ms": round(1000 * statistics.median(latencies), 1) if latencies else None,
-            "p99_ms": round(1000 * _percentile(latencies, 0.99), 1) if latencies else None}
+            "p99_ms": round(1000 * percentile(latencies, 0.99), 1) if latencies else None}
 
 
 def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, command: str = "") -> dict:
@@ -158,19 +106,21 @@ def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, 
     k = opts.sentences_per_request
     texts = [" ".join(sentences[i:i + k]) for i in range(0, len(sentences) - k + 1, k)]
     bundle = load_bundle(model)
-    daemon = _Daemon(model, opts)
+    daemon = ServeProcess(model, ["--threads", str(opts.threads), "--cache", "0", "--char-limit", "0",
+                                  "--timeout", "120", "--http-threads", str(opts.http_threads),
+                                  *(["--lean-memory"] if opts.lean_memory else [])])
     try:
         for text in texts[:4]:
             _post(daemon.url, text)  # warm-up
-        rss_idle = _rss_mb(daemon.process.pid)
+        rss_idle = rss_mb(daemon.process.pid)
         sequential = _run(daemon.url, texts, 1, opts.sequential_seconds, 0)
         logger.info("sequential: %s", sequential)
         warmup = _run(daemon.url, texts, opts.clients, opts.warmup_seconds, sequential["requests"])
-        rss_start = _rss_mb(daemon.process.pid)
-        with _RSSSampler(daemon.process.pid, RSS_SAMPLE_S) as sampler:
+        rss_start = rss_mb(daemon.process.pid)
+        with RSSSampler(daemon.process.pid, RSS_SAMPLE_S) as sampler:
             concurrent = _run(daemon.url, texts, opts.clients, opts.seconds,
                               sequential["requests"] + warmup["requests"])
-        rss_end = _rss_mb(daemon.process.pid)
+        rss_end = rss_mb(daemon.process.pid)
         logger.info("%d clients: %s", opts.clients, concurrent)
     finally:
         exit_code = daemon.stop()
@@ -186,43 +136,3 @@ def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, 
         **sampler.halves(), "exit_code": exit_code,
     }
 
-
-class _RSSSampler:
-    """Samples a process's RSS on a thread of its own while the ``with`` block runs.
-
-    RSS at one instant is mostly what the batches in flight hold (on the full shape it
-    swings by a hundred MB from one second to the next), so growth is the highest RSS of
-    the run's second half against that of its first half.
-    """
-
-    def __init__(self, pid: int, interval: float):
-        self.pid, self.interval = pid, interval
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        start = time.perf_counter()
-        while not self._stop.is_set():
-            rss = _rss_mb(self.pid)
-            if rss is not None:
-                self.samples.append((time.perf_counter() - start, rss))
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> _RSSSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def halves(self) -> dict:
-        """``rss_peak_first_half_mb``, ``rss_peak_second_half_mb``, their ``rss_peak_growth``
-        and the sample count (``None`` figures with fewer than two samples)."""
-        middle = self.samples[-1][0] / 2 if self.samples else 0.0
-        first = [mb for t, mb in self.samples if t <= middle]
-        second = [mb for t, mb in self.samples if t > middle]
-        a, b = (max(first), max(second)) if first and second else (None, None)
-        return {"rss_samples": len(self.samples), "rss_peak_first_half_mb": a, "rss_peak_second_half_mb": b,
-                "rss_peak_growth": round(b / a - 1, 3) if a and b else None}
