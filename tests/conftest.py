@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -84,3 +85,24 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("near-ties in exact-equality tests")
         for counter in _TIE_COUNTERS:
             terminalreporter.write_line(counter.summary())
+
+
+#: The npm clients the daemon is tested against (tests/node/package.json).
+NODE_DIR = ROOT / "tests" / "node"
+
+
+def run_node(script: str, *args: str, what: str) -> subprocess.CompletedProcess:
+    """Run ``tests/node/SCRIPT`` with Node.js, installing the npm clients first if needed.
+
+    Args:
+        what: The client, for the message when Node.js is missing.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip(f"Node.js and npm are not installed on this machine, so the npm {what} client cannot run "
+                    "(install nodejs and npm to include it)")
+    wanted = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
+    if not all((NODE_DIR / "node_modules" / name).is_dir() for name in wanted):
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, capture_output=True,
+                       timeout=300)
+    return subprocess.run([node, script, *args], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)

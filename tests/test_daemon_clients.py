@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,13 +22,12 @@ import pytest
 
 from edge_translator.toolchain.testmodels import english_sentences
 
-from .conftest import ROOT
+from .conftest import ROOT, run_node
 from .waiting import wait_until
 
 pytest.importorskip("waitress")  # the serve extra; CI installs it
 
 KEY = "test-key-0123"
-NODE_DIR = ROOT / "tests" / "node"
 
 
 def _cjk(text: str) -> bool:
@@ -114,15 +112,7 @@ def test_deepl_client(served):
 
 
 def test_npm_libretranslate_client(served):
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("Node.js and npm are not installed on this machine, so the npm libretranslate client "
-                    "cannot run (install nodejs and npm to include it)")
-    if not (NODE_DIR / "node_modules" / "libretranslate").is_dir():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, capture_output=True,
-                       timeout=300)
-    result = subprocess.run([node, "client.mjs", served.url, KEY], cwd=NODE_DIR, capture_output=True, text=True,
-                            timeout=120)
+    result = run_node("client.mjs", served.url, KEY, what="libretranslate")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert _cjk(out["one"]) and _cjk(out["auto"])

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from .test_daemon import Client, _parts, _translator, running
-from .conftest import ROOT
+from .conftest import run_node
 from .test_daemon import DEMO
 from .waiting import wait_until
 
@@ -25,7 +23,6 @@ docx = pytest.importorskip("docx")  # the docs extra
 from edge_translator.daemon.documents import DocumentStore, FileLimits  # noqa: E402
 
 KEY, OTHER = "doc-key-0001", "doc-key-0002"
-NODE_DIR = ROOT / "tests" / "node"
 SENTENCES = ["Where is the train station?", "I like green tea.", "The weather is nice today.",
              "We will meet tomorrow morning.", "Please close the door."]
 
@@ -179,18 +176,11 @@ def test_the_deepl_client_translates_a_docx_and_a_txt(served, tmp_path):
 
 
 def test_the_deepl_node_client_translates_a_docx(served, tmp_path):
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("Node.js and npm are not installed on this machine, so the npm deepl-node client cannot run "
-                    "(install nodejs and npm to include it)")
-    if not (NODE_DIR / "node_modules" / "deepl-node").is_dir():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, capture_output=True,
-                       timeout=300)
     _, client, _ = served
     source, target = tmp_path / "letter.docx", tmp_path / "letter.zh.docx"
     source.write_bytes(make_docx())
-    result = subprocess.run([node, "deepl_document.mjs", f"http://{client.host}:{client.port}", KEY, str(source),
-                             str(target)], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
+    result = run_node("deepl_document.mjs", f"http://{client.host}:{client.port}", KEY, str(source), str(target),
+                      what="deepl-node")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["status"] == "done"
     assert _cjk(docx_text(target.read_bytes()))
