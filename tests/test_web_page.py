@@ -127,8 +127,8 @@ def test_no_web_turns_the_page_off(demo_parts, tmp_path):
 def browser(tmp_path_factory):
     """Headless chromium through Debian's chromedriver; nothing is downloaded."""
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; "
-                    ".ci/run installs them)")
+        pytest.fail("needs Debian's chromium and chromium-driver (tests/setup.sh installs them: "
+                    "apt-get install chromium chromium-driver)")
     offline = os.environ.get("SE_OFFLINE")
     os.environ["SE_OFFLINE"] = "true"  # Selenium Manager, if it were asked, stays off the network
     from selenium import webdriver
