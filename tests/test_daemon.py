@@ -336,7 +336,8 @@ def test_health_and_metrics(demo):
     stats = daemon.app.translator.engine.stats()
     for name, value in (("edge_translator_decoder_steps_total", stats.steps),
                         ("edge_translator_failed_batches_total", stats.failed_batches),
-                        ("edge_translator_admitted_rows_total", stats.admitted)):
+                        ("edge_translator_admitted_rows_total", stats.admitted),
+                        ("edge_translator_gathers_total", stats.gathered)):
         assert f"{name} {float(value)}" in text.splitlines(), name
     assert stats.steps > 0
 

@@ -490,3 +490,40 @@ def test_cancelled_rows_leave_a_batch_that_took_them_and_the_rest_go_on(fp32_par
             done[batch.rows[k].index] = hyp
     alone = model.greedy_all([list(r.source) for r in late], 12)
     assert [done[k].ids for k in range(3)] == [h.ids for h in alone]
+
+
+# -- the gather wait ---------------------------------------------------------------------------------
+def test_a_lone_caller_starts_at_once_however_long_the_gather(parts):
+    """One caller's requests, one after another (a desktop user, a script, a sequential
+    client), never wait for a batch-mate: a ten-minute gather would time these out."""
+    engine = Engine(parts[2], EngineOptions(max_wait_ms=600_000))
+    try:
+        for request in _requests(parts, 3, 60, 8):
+            assert engine.submit([request]).get(0, timeout=30) is not None
+        assert engine.stats().batch_sizes == {1: 3} and engine.stats().gathered == 0
+    finally:
+        engine.close()
+
+
+def test_with_other_callers_about_an_idle_engine_gathers_a_batch(parts):
+    """Once batches hold several callers' rows, an idle worker waits for a batch-mate."""
+    bundle, _, model = parts
+    decoder = Recording(model.decoder)
+    engine = Engine(Seq2Seq(model.encoder, decoder, bundle), EngineOptions(max_wait_ms=600_000, max_batch_size=2))
+    requests = _requests(parts, 5, 61, 8)
+    try:
+        decoder.gate.clear()
+        first = engine.submit([requests[0]])
+        assert decoder.entered.wait(30)  # started alone, at once
+        second, third = engine.submit([requests[1]]), engine.submit([requests[2]])  # two callers wait meanwhile
+        decoder.gate.set()
+        for ticket in (first, second, third):
+            assert ticket.get(0, timeout=30) is not None
+        fourth = engine.submit([requests[3]])
+        wait_until(lambda: engine.stats().gathered == 2, what="the worker to wait for a batch-mate")
+        fifth = engine.submit([requests[4]])
+        assert fourth.get(0, timeout=30) is not None and fifth.get(0, timeout=30) is not None
+        assert engine.stats().batch_sizes == {1: 1, 2: 2}  # the lone first; then two callers, twice
+    finally:
+        decoder.gate.set()
+        engine.close()

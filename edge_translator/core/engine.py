@@ -2,7 +2,7 @@
 
 Callers on any thread :meth:`Engine.submit` source-id rows and get a :class:`.ticket.Ticket`
 back at once. The worker gathers waiting rows into batches (a bounded wait of a few
-milliseconds when it is idle), interleaving owners fairly and putting interactive work
+milliseconds when it is idle and other callers are about), interleaving owners fairly and putting interactive work
 ahead of bulk work, and advances the running batches one decoder step at a time, so a
 row is delivered the moment it finishes and a cancelled row leaves its batch at the
 next step. Only the worker runs ONNX Runtime, with the thread count the sessions were
@@ -52,7 +52,9 @@ class EngineOptions:
     max_batch_size: int = 32
     """Most rows decoded together in one batch."""
     max_wait_ms: float = 4.0
-    """How long an idle worker waits for more rows before it starts a batch that is not full."""
+    """How long an idle worker waits for more rows before it starts a batch that is not full,
+    when other callers are about (the last batch held several callers' rows, or several
+    are waiting). A lone caller's rows start at once: nobody else is coming to fill the batch."""
     max_queued: int = 4096
     """Most rows waiting to start (back-pressure). A submission larger than this is let
     in only when nothing else is waiting."""
@@ -104,6 +106,8 @@ class EngineStats:
     """Output tokens of the delivered rows."""
     failed_batches: int
     """Batches that ONNX Runtime failed on."""
+    gathered: int
+    """Times an idle worker waited for batch-mates (:attr:`EngineOptions.max_wait_ms`)."""
     batch_sizes: dict[int, int]
     """Rows a batch started with → how many batches did."""
 
@@ -224,11 +228,14 @@ class Engine:
         self._queued = 0
         self._active: list[_Batch] = []
         self._turn = itertools.count()
+        self._last_owners = 0
+        """Callers whose rows the last batch started with: one means a lone caller."""
         self._last_bulk_step = time.perf_counter()
         self._closing = False
         self._worker: threading.Thread | None = None
         self._crash: BaseException | None = None
-        self._counts = {"batches": 0, "admitted": 0, "steps": 0, "rows_done": 0, "tokens": 0, "failed_batches": 0}
+        self._counts = {"batches": 0, "admitted": 0, "steps": 0, "rows_done": 0, "tokens": 0, "failed_batches": 0,
+                        "gathered": 0}
         self._batch_sizes: dict[int, int] = {}
 
     # -- public ------------------------------------------------------------------------------
@@ -353,7 +360,7 @@ class Engine:
                         continue
                     if not self._active and not self._queued:
                         return  # closing, and nothing left
-                    if not self._active:
+                    if not self._active and self._company_expected():
                         self._gather()
                     self._admit()
                     if not self._active:
@@ -374,9 +381,17 @@ class Engine:
             for ticket in tickets:
                 ticket.fail(TranslationFailed(f"the translation worker stopped: {exc}"))
 
+    def _company_expected(self) -> bool:
+        """Whether more callers' rows are likely within the gather wait: several callers are
+        queued now, or the last batch held several. One client's requests one after another
+        (a desktop user, a script) then never wait for a batch-mate that is not coming, while
+        under many clients the first batch after a lull is a lone one and the next gather."""
+        return self._last_owners > 1 or sum(len(q) for q in self._queues.values()) > 1
+
     def _gather(self) -> None:
         """Idle worker, first rows waiting: wait a few milliseconds for a fuller batch."""
         deadline = time.perf_counter() + self.options.max_wait_ms / 1000
+        self._counts["gathered"] += 1
         while self._queued < self.options.max_batch_size and not self._closing:
             left = deadline - time.perf_counter()
             if left <= 0:
@@ -427,6 +442,7 @@ class Engine:
         rows = self._take(priority, self.options.max_batch_size, self._queues[priority][0][1][0].request.beam_size)
         batch = _Batch(self.model, rows, priority, self._min_new_tokens, self.options.max_batch_size)
         self._active.append(batch)
+        self._last_owners = len({id(r.ticket) for r in rows})
         self._counts["batches"] += 1
         self._batch_sizes[len(rows)] = self._batch_sizes.get(len(rows), 0) + 1
         return batch

@@ -66,6 +66,9 @@ class _EngineCollector:
         yield CounterMetricFamily("edge_translator_admitted_rows",
                                   "Sentences that joined a batch already decoding (continuous batching)",
                                   value=stats.admitted)
+        yield CounterMetricFamily("edge_translator_gathers",
+                                  "Times the idle engine waited a few milliseconds for other callers' sentences",
+                                  value=stats.gathered)
         buckets, total, count = [], 0, 0
         for edge in (1, 2, 4, 8, 16, 32, 64, 128):
             count = sum(n for size, n in stats.batch_sizes.items() if size <= edge)
