@@ -69,7 +69,8 @@ _LAYERS = (
     ("edge_translator.daemon.command", "the server", "serve", ("serve",)),
     ("edge_translator.documents.command", "the document translator", "docs", ("docs", "tm")),
     ("edge_translator.gui.command", "the desktop app", "gui", ("gui",)),
-    ("edge_translator.bench.command", "the benchmarks", "bench", ("bench", "bench-serve", "bench-docs", "bench-load", "bench-soak")),
+    ("edge_translator.bench.command", "the benchmarks", "bench",
+     ("bench", "bench-serve", "bench-docs", "bench-load", "bench-soak", "bench-request")),
 )
 
 

@@ -1,6 +1,7 @@
 """The benchmark harness runs end to end (on the tiny fixtures); it asserts no speed."""
 
 import json
+import re
 
 import pytest
 
@@ -38,9 +39,18 @@ def test_bench_smoke_writes_report(tmp_path):
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads((out / "benchmarks.json").read_text())
     ours = {"ours-int8r", "ours-q8", "ours-q4", "ours-int8"}
-    assert set(data["batch1_tok_s"]) == ours | {"ours-fp32", "torch", "ct2-int8"}
+    assert set(data["batch1_tok_s"]) == ours | {"ours-fp32", "torch", "ct2-int8", "ct2-int8-default"}
     assert all(v > 0 for v in data["batch1_tok_s"].values())
-    assert set(data["batched_tok_s"]) == ours | {"ct2-int8"}
+    assert set(data["batched_tok_s"]) == ours | {"ct2-int8", "ct2-int8-default"}
+    # CTranslate2 ran at every setting in every measure, and ct2-int8 is the best of them
+    sweep = data["ct2_sweep"]
+    settings = {"1x1", "1x2", "2x1", "1x0"}
+    assert sweep["default"] == "1x0" and set(sweep["batch1"]) == settings
+    assert data["batch1_tok_s"]["ct2-int8"] == max(sweep["batch1"].values())
+    assert data["batch1_tok_s"]["ct2-int8-default"] == sweep["batch1"]["1x0"]
+    assert set(sweep["batched"]) == {"1", "8"}
+    for size, rates in sweep["batched"].items():
+        assert set(rates) == settings and data["batched_tok_s"]["ct2-int8"][size] == max(rates.values())
     assert set(data["peak_rss_mb"]) == ours and min(data["peak_rss_mb"].values()) > 10
     assert data["cold_start_s"]["median"] > 0 and data["latency_ms"]["bundle"] == "ours-int8r"
     assert set(data["sizes_mb"]) == ours | {"ours-fp32", "ct2-int8"} and data["options"]["block_size"] == "64"
@@ -49,6 +59,9 @@ def test_bench_smoke_writes_report(tmp_path):
     assert (out / "benchmarks-throughput.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "benchmarks.md").read_text()
     assert "SMOKE RUN" in report and "| ct2-int8 |" in report and "| ours-q4 |" in report
+    assert "### CTranslate2 at each setting" in report and "| 1x0 (default) |" in report
+    assert re.search(r"\| ct2-int8 \(\dx\d\) \|", report) and "| ct2-int8-default (1x0) |" in report
+    assert "| batched, batch size 8 |" in report
     # sections this report does not write are kept, after its own; the ones it writes are replaced
     assert report.endswith("## History\n\nEarlier runs.\n\n## Other measurements\n\n- segmentation\n")
     assert "old figures" not in report and report.count("## Batch 1") == 1
@@ -60,7 +73,7 @@ def test_bench_smoke_writes_report(tmp_path):
     # a report that fails to render leaves the files as they were (the kept sections' figures included)
     from dataclasses import fields
 
-    from edge_translator.bench.report import BenchResult, write_report
+    from edge_translator.bench.benchreport import BenchResult, write_report
 
     broken = BenchResult(**{f.name: data[f.name] for f in fields(BenchResult)})
     broken.load = {**data["load"], "scheduler": {}}
@@ -219,3 +232,42 @@ def test_prepared_bundles_are_reused_only_if_this_exporter_wrote_their_graphs(tm
     assert _exported_by_this_version(FIXTURES / "tiny-fp32")
     assert not _exported_by_this_version(FIXTURES / "tiny-int8r-127")  # MultiHeadAttention decoder
     assert not _exported_by_this_version(tmp_path / "missing")
+
+
+def test_ct2_sweep_folds_into_best_and_default():
+    """Every measure divides by CTranslate2's best setting; its default is kept beside it."""
+    from edge_translator.bench.bench import pick_ct2_best
+
+    rates = {"ours-int8r": 400.0, "ct2-int8@1x1": 75.0, "ct2-int8@1x2": 40.0, "ct2-int8@1x0": 54.0}
+    folded, sweep = pick_ct2_best(rates)
+    assert folded == {"ours-int8r": 400.0, "ct2-int8": 75.0, "ct2-int8-default": 54.0}
+    assert sweep == {"1x1": 75.0, "1x2": 40.0, "1x0": 54.0}
+    # without the default setting there is no default row; without CTranslate2, nothing changes
+    assert pick_ct2_best({"ct2-int8@2x1": 9.0}) == ({"ct2-int8": 9.0}, {"2x1": 9.0})
+    assert pick_ct2_best({"torch": 1.0}) == ({"torch": 1.0}, {})
+
+
+def test_ct2_sweep_renders_best_in_bold():
+    from edge_translator.bench.benchreport import render_ct2_sweep
+
+    lines = render_ct2_sweep({"default": "1x0", "batch1": {"1x1": 75.0, "1x0": 54.0},
+                              "batched": {"32": {"1x1": 500.0, "1x0": 610.0}}})
+    assert "| measure | 1x1 | 1x0 (default) |" in lines
+    assert "| batch 1 | **75.0** | 54.0 |" in lines and "| batched, batch size 32 | 500.0 | **610.0** |" in lines
+    assert render_ct2_sweep({}) == []
+
+
+def test_bench_request_breaks_one_request_down(tmp_path, tiny_fp32):
+    """Every layer is measured and rendered; a lone client's requests never make the engine gather."""
+    out = tmp_path / "docs"
+    result = run_cli("bench-request", "--model", str(tiny_fp32), "--calls", "5", "--threads", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    run = json.loads((out / "benchmarks.json").read_text())["request"]
+    layers = {"http", "http_health", "app", "translate", "engine_queued", "engine_decoding", "ort_encoder",
+              "ort_decoder", "ort_score", "segment", "tokens"}
+    assert layers <= set(run["ms"]) and all(run["ms"][k] > 0 for k in layers - {"ort_score"})
+    assert run["ms"]["decoder_calls"] >= 1 and run["output"] and run["gathered"] == 0
+    report = (out / "benchmarks.md").read_text()
+    assert "## One request, where the time goes" in report and "| decoding, as the engine times it |" in report
+    bad = run_cli("bench-request", "--model", str(tiny_fp32), "--calls", "0", "--out", str(out))
+    assert bad.returncode == 2 and b"--calls and --threads must be at least 1" in bad.stderr

@@ -53,6 +53,24 @@ def add_parsers(sub) -> None:
     bs.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
     bs.add_argument("--smoke", action="store_true", help="generated sentences instead of the prose (no 'bench' "
                     "extra; checks the harness)")
+    lt = bs.add_argument_group("LibreTranslate side by side (off by default: its first install takes minutes)")
+    lt.add_argument("--libretranslate", action="store_true", help="also run LibreTranslate 1.9.6 on the same model, "
+                    "at its defaults and its best thread setting, alternating with the daemon, and report the ratios")
+    lt.add_argument("--lt-work", default="work/libretranslate", metavar="DIR",
+                    help="its venv (installed from PyPI when missing), argos data and package (default %(default)s)")
+    lt.add_argument("--lt-grid", metavar="IxJ,...", help="ARGOS_INTER_THREADS x ARGOS_INTRA_THREADS settings tried "
+                    "besides its defaults (default: every pair of powers of two that fits in the CPUs)")
+    lt.add_argument("--lt-seconds", type=float, default=20.0,
+                    help="length of each measure of the alternating rounds (default 20)")
+    lt.add_argument("--lt-tune-seconds", type=float, default=8.0,
+                    help="length of each measure of the sweep that picks its best setting (default 8)")
+    lt.add_argument("--lt-rounds", type=int, default=2, help="alternating rounds; medians reported (default 2)")
+    lt.add_argument("--lt-checkpoint", metavar="DIR", help="MarianMT checkpoint of the served bundle's model (the "
+                    "full shape's from `edge-translator test-model full`; default: unbundle the bundle)")
+    lt.add_argument("--lt-length", choices=("cap", "exact", "own"), default="cap",
+                    help="LibreTranslate's decoding length: 'cap' (default) stops it at the daemon's limit, 2 x source "
+                    "tokens + 10, instead of 256; 'exact' decodes exactly that many tokens (random models, whose end "
+                    "of sentence comes at random); 'own' leaves argos's")
     bs.set_defaults(func=cmd_bench_serve)
 
     bd = sub.add_parser("bench-docs", help="measure `docs`: many small files against one large one, and the peak "
@@ -100,12 +118,21 @@ def add_parsers(sub) -> None:
                     "checks the harness)")
     bk.set_defaults(func=cmd_bench_soak)
 
+    br = sub.add_parser("bench-request", help="where one short request's time goes (HTTP, application, engine, "
+                        "ONNX Runtime) and update that section of benchmarks.md (extra 'serve')")
+    br.add_argument("--model", help="bundle (default: the embedded model)")
+    br.add_argument("--calls", type=int, default=300, help="calls per measure (medians are reported)")
+    br.add_argument("--threads", type=int, default=2, help="ONNX Runtime threads, as `serve --threads`")
+    br.add_argument("--sentence", default=None, help="the sentence to translate (default: a short question)")
+    br.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
+    br.set_defaults(func=cmd_bench_request)
+
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Benchmark this runtime against PyTorch and CTranslate2 and write the report."""
     import json
 
-    from . import bench, report
+    from . import bench, benchreport
     from .prose import prose_sentences
 
     command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench"
@@ -138,7 +165,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         previous = Path(args.out) / "benchmarks.json"
         if previous.is_file():
             result.load = json.loads(previous.read_text()).get("load") or {}
-    path = report.write_report(result, Path(args.out))
+    path = benchreport.write_report(result, Path(args.out))
     print(f"wrote {path}")
     for name, rate in result.batch1_tok_s.items():
         print(f"batch 1  {name:10s} {rate:9.1f} tok/s")
@@ -167,10 +194,23 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
                                            sequential_seconds=args.sequential_seconds,
                                            sentences_per_request=args.sentences_per_request, threads=args.threads,
                                            warmup_seconds=min(10.0, args.seconds / 6))
-    run = servebench.run_serve_bench(resolve_model(args.model), sentences, options, command)
+    peer = None
+    if args.libretranslate:
+        from .libretranslate import LibreTranslateOptions, parse_grid
+
+        peer = LibreTranslateOptions(work=Path(args.lt_work), grid=parse_grid(args.lt_grid) if args.lt_grid else (),
+                                     seconds=args.lt_seconds, tune_seconds=args.lt_tune_seconds,
+                                     rounds=args.lt_rounds, length="" if args.lt_length == "own" else args.lt_length,
+                                     checkpoint=Path(args.lt_checkpoint) if args.lt_checkpoint else None)
+    run = servebench.run_serve_bench(resolve_model(args.model), sentences, options, command, peer)
     previous = Path(args.out) / "benchmarks.json"
     runs = (json.loads(previous.read_text()).get("serve") or {}) if previous.is_file() else {}
-    runs[run["model"] + (" --lean-memory" if args.lean_memory else "")] = run
+    key = run["model"] + (" --lean-memory" if args.lean_memory else "")
+    if peer is not None:
+        run["libretranslate"]["measured_by"] = command
+    elif "libretranslate" in runs.get(key, {}):  # keep the side-by-side figures; they name their command
+        run["libretranslate"] = runs[key]["libretranslate"]
+    runs[key] = run
     path = report.update_section(Path(args.out), "serve", runs, "## Daemon under load",
                                  report.render_serve_section(runs))
     print(f"updated {path}")
@@ -178,6 +218,21 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     print(f"sequential {seq['req_s']} req/s; {con['clients']} clients {con['req_s']} req/s ({run['ratio']}x), "
           f"p50 {con['p50_ms']} ms, p99 {con['p99_ms']} ms, errors {con['errors'] or 0}, "
           f"RSS {run['rss_start_mb']} -> {run['rss_end_mb']} MB, exit {run['exit_code']}")
+    if peer is None:
+        return 0
+    lt = run["libretranslate"]
+    for measure, key in (("sequential", "seq_req_s"), (f"{options.clients} clients", "con_req_s")):
+        which = "sequential" if key == "seq_req_s" else "concurrent"
+        best = lt["best"][which]
+        print(f"{measure}: ours {lt['medians']['ours'][key]} req/s, LibreTranslate best ({best}) "
+              f"{lt['medians'][best][key]}, defaults {lt['medians']['defaults'][key]}: ours / best "
+              f"{lt['ratios'][which]['best']}x, ours / defaults {lt['ratios'][which]['defaults']}x")
+    agree = lt["agreement"]
+    print(f"same output on {agree['identical']} of {agree['sentences']} sample requests; errors {lt['errors']}; "
+          f"connections refused {lt['refused_connections']}")
+    if lt["errors"]:
+        print("error: requests failed in the side-by-side runs; the ratios are not valid", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -275,3 +330,23 @@ def _add_load_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--soak-minutes", type=float, default=10.0,
                         help="how long callers and a bulk job run while RSS is sampled; 0 skips it "
                         "(--smoke: a few seconds)")
+
+
+def cmd_bench_request(args: argparse.Namespace) -> int:
+    """Break one short request's time down by layer and update that section of the report."""
+    from ..core.translator import resolve_model
+    from . import report, requestbench
+
+    command = "edge-translator " + " ".join(sys.argv[1:]) if sys.argv[1:] else "edge-translator bench-request"
+    if args.calls < 1 or args.threads < 1:
+        print("edge-translator: error: --calls and --threads must be at least 1", file=sys.stderr)
+        return 2
+    options = requestbench.RequestBenchOptions(calls=args.calls, threads=args.threads,
+                                               sentence=args.sentence or requestbench.SENTENCE)
+    run = requestbench.run_request_bench(resolve_model(args.model), options, command)
+    path = report.update_section(Path(args.out), "request", run, report.REQUEST_HEADING,
+                                 report.render_request_section(run))
+    print(f"updated {path}")
+    for name, ms in run["ms"].items():
+        print(f"{name:16s} {ms}")
+    return 0

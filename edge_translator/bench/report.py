@@ -2,19 +2,15 @@
 
 Every benchmark writes its own section (:func:`update_section`) and leaves the others as
 they are; ``bench`` rewrites the whole report and renders again, from the JSON, the
-sections that other commands measured (``bench-serve``, ``bench-docs``, ``bench-soak``).
-All renderers live here, apart from the code that measures, so that no benchmark imports
-another to write the report.
+sections that other commands measured (``bench-serve``, ``bench-docs``, ``bench-soak``,
+``bench-request``). Their renderers live here, and ``bench``'s own in :mod:`.benchreport`,
+apart from the code that measures, so that no benchmark imports another to write the report.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-from ..core.errors import require
-from .prose import PROSE_FILE, PROSE_PACKAGE
 
 
 def ratio(a: float, b: float) -> float | None:
@@ -203,7 +199,71 @@ def render_serve_section(runs: dict) -> list[str]:
     lines += [""] + [f"- {run['model']}: `{run['command']}` ({run['concurrent']['seconds']} s with "
                      f"{run['concurrent']['clients']} clients, {run['sequential']['seconds']} s sequential, "
                      f"{run['options']['threads']} ONNX Runtime threads)" for run in runs.values()]
-    return lines + [""]
+    lines.append("")
+    for run in runs.values():
+        if run.get("libretranslate"):
+            lines += render_libretranslate(run)
+    return lines
+
+
+def render_libretranslate(run: dict) -> list[str]:
+    """Markdown lines of one model's "Beside LibreTranslate" subsection (``bench-serve --libretranslate``)."""
+    lt = run["libretranslate"]
+    o, med, best, agree = lt["options"], lt["medians"], lt["best"], lt["agreement"]
+    ours = med["ours"]
+    v = lt.get("versions", {})
+    stack = ", ".join(f"{k} {v[k]}" for k in ("argos-translate-lt", "ctranslate2", "numpy") if k in v)
+    lines = [
+        f"### Beside LibreTranslate: {run['model']}",
+        "",
+        f"Measured by `{lt.get('measured_by', run['command'])}` on {run['machine'].get('cpu', '?')} "
+        f"({run['machine'].get('cpus')} logical CPUs). LibreTranslate {v.get('libretranslate', '?')} ({stack}) in "
+        f"its own venv, offline, on an argos package of the same model: {lt['checkpoint']}, converted by "
+        f"CTranslate2's converter ({lt['ct2_quantization']}), with the bundle's SentencePiece models. "
+        f"Requests are the same one-sentence LibreTranslate `/translate` requests, the same texts in the same order "
+        f"for both servers; each measure runs in a fresh process after a short warm-up: one client for "
+        f"{o['seconds']:g} s, then {o['clients']} clients for {o['seconds']:g} s. A sweep of {o['tune_seconds']:g} s "
+        f"per measure over LibreTranslate's settings picked its best for each measure; then {o['rounds']} rounds "
+        "alternated the daemon, LibreTranslate at its best and at its defaults. Figures are medians of the rounds "
+        "(requests/s); ratios are ours over theirs.",
+        "",
+        "| measure | ours | LibreTranslate at its best | its defaults | ours / its best | ours / its defaults |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, key, which in (("sequential (1 client)", "seq_req_s", "sequential"),
+                              (f"{o['clients']} clients", "con_req_s", "concurrent")):
+        lines.append(f"| {label} | {ours[key]} | {med[best[which]][key]} (`{best[which]}`) | "
+                     f"{med['defaults'][key]} | {_times(lt['ratios'][which]['best'])} | "
+                     f"{_times(lt['ratios'][which]['defaults'])} |")
+    lines += ["", "The sweep (`defaults`: no `ARGOS_INTER_THREADS`/`ARGOS_INTRA_THREADS`; `IxJ`: "
+              "`ARGOS_INTER_THREADS=I ARGOS_INTRA_THREADS=J`):", "",
+              f"| setting | sequential req/s | {o['clients']} clients req/s | errors |", "|---|---|---|---|",
+              *(f"| `{name}` | {row['seq_req_s']} | {row['con_req_s']} | {row['errors']} |"
+                for name, row in lt["sweep"].items())]
+    env = " ".join(f"{k}={val}" for k, val in lt["environment"].items())
+    lines += [
+        "",
+        f"- Errors in the rounds: {lt['errors']} (a run with errors cannot be picked as best). Connections "
+        f"refused by the offline guard: {lt['refused_connections']}.",
+        f"- Same output: {agree['identical']} of {agree['sentences']} sample requests gave the same translation "
+        f"on both servers (whitespace and the final mark aside); mean length {agree['ours_chars']} characters ours, "
+        f"{agree['theirs_chars']} theirs.",
+        f"- Started as `{lt['command']}` with {env}; the thread settings add their two variables. "
+        "`ARGOS_BEAM_SIZE=1`: both decode greedily (argos's default is a beam of 4). Every argos directory is under "
+        "the work folder, so nothing reads or writes `~/.local`.",
+        "- Patched at start-up, in memory, by the launcher (LibreTranslate's installed files are untouched):",
+        *(f"  - {text}" for text in lt["patches"].values()),
+        "- CTranslate2 starts Marian decoders from a zero embedding; the demo model's start (pad) row is not zero, "
+        "so it is folded into the converted copy's first position encoding.",
+        "- Each round's requests/s (sequential; concurrent): " + "; ".join(
+            f"{name} {_rounds(m['seq_req_s_all'])}; {_rounds(m['con_req_s_all'])}" for name, m in med.items()) + ".",
+        "",
+    ]
+    return lines
+
+
+def _rounds(values: list) -> str:
+    return " / ".join(f"{v:g}" for v in values)
 
 
 def _peaks(run: dict) -> str:
@@ -280,6 +340,42 @@ def render_soak_section(run: dict) -> list[str]:
     return lines
 
 
+REQUEST_HEADING = "## One request, where the time goes"
+
+#: The layers of :mod:`.requestbench`, outermost first: (key, what it covers, the inner key it wraps).
+REQUEST_LAYERS = (
+    ("http", "`POST /translate` over loopback, a new connection each time", "app"),
+    ("http_health", "`GET /health` the same way: the HTTP server and connection alone", None),
+    ("app", "the WSGI application called directly: routing, JSON, limits, the service", "translate"),
+    ("translate", "`Translator.translate`: segmentation, tokens, the engine's queue, decoding", "engine_decoding"),
+    ("engine_queued", "the engine's queue: from submit to the start of decoding", None),
+    ("engine_decoding", "decoding, as the engine times it", None),
+    ("ort_encoder", "inside ONNX Runtime: the encoder call", None),
+    ("ort_decoder", "inside ONNX Runtime: the decoder steps, summed", None),
+    ("ort_score", "inside ONNX Runtime: the log-softmax of each step (the score)", None),
+    ("segment", "sentence segmentation", None),
+    ("tokens", "SentencePiece of the sentence", None),
+)
+
+
+def render_request_section(run: dict) -> list[str]:
+    """The ``bench-request`` section: each layer's median and what it adds to the one inside it."""
+    ms, m = run["ms"], run["machine"]
+    lines = [REQUEST_HEADING, "",
+             f"Measured by `{run['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), "
+             f"{run['options']['threads']} ONNX Runtime threads, cache off, `{run['model']}`: the sentence "
+             f"\"{run['options']['sentence']}\" ({run['output']}), medians of {run['options']['calls']} calls each. "
+             f"{ms.get('decoder_calls', '?'):g} decoder steps. The daemon runs in the benchmark's process, so only "
+             "loopback separates client and server. The idle engine waited for batch-mates "
+             f"{run.get('gathered', '?')} times in the whole run.", "",
+             "| layer | ms | adds to the layer inside |", "|---|---|---|"]
+    for key, what, inner in REQUEST_LAYERS:
+        if key in ms:
+            adds = f"{ms[key] - ms[inner]:.3f}" if inner and inner in ms else ""
+            lines.append(f"| {what} | {ms[key]} | {adds} |")
+    return lines + [""]
+
+
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:g} ms"
 
@@ -313,186 +409,3 @@ def render_documents_section(data: dict) -> list[str]:
     if data.get("placeholders"):
         lines += ["", data["placeholders"]]
     return lines
-
-
-# -- the side-by-side benchmark (bench): the whole report -----------------------------------
-@dataclass
-class BenchResult:
-    """Everything :func:`.bench.run_benchmark` measured in one run (written to JSON and rendered to Markdown here)."""
-
-    machine: dict = field(default_factory=dict)
-    options: dict = field(default_factory=dict)
-    command: str = ""
-    model: str = ("Random weights with the exact opus-mt-en-zh configuration (77.9 M parameters, "
-                  "vocabulary 65,001), built by `edge-translator test-model full`.")
-    batch1_tok_s: dict = field(default_factory=dict)
-    batched_tok_s: dict = field(default_factory=dict)
-    latency_ms: dict = field(default_factory=dict)
-    cold_start_s: dict = field(default_factory=dict)
-    peak_rss_mb: dict = field(default_factory=dict)
-    sizes_mb: dict = field(default_factory=dict)
-    bandwidth: dict = field(default_factory=dict)
-    text: dict = field(default_factory=dict)
-    load: dict = field(default_factory=dict)
-    """The engine under load (:func:`.loadbench.run_load`); empty when not run."""
-
-
-def plot_throughput(result: BenchResult, path: Path) -> None:
-    """PNG of batched tokens/s against batch size, this runtime and CTranslate2."""
-    matplotlib = require("matplotlib", "bench")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    for name, curve in result.batched_tok_s.items():
-        sizes = [int(k) for k in curve]
-        ax.plot(sizes, list(curve.values()), marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size (sentences)")
-    ax.set_ylabel("tokens / s")
-    ax.set_title(f"Greedy decoding throughput, {result.options['threads']} threads")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}×" if a and b else "n/a"
-
-
-def render_markdown(result: BenchResult, plot_name: str) -> str:
-    """The ``docs/benchmarks.md`` report of one run."""
-    m, o, b1 = result.machine, result.options, result.batch1_tok_s
-    shipped = o.get("shipped", "ours-int8r")
-    ct2 = b1.get("ct2-int8")
-    per_bundle = result.bandwidth.get("per_bundle", {})
-    lines = [
-        "# Benchmarks",
-        "",
-        "Every figure before *Engine under load* was measured in one run of the command below;",
-        "rerun it to replace them. That section names the run it comes from. Engines alternate",
-        "round by round; figures are medians.",
-        "",
-        "```",
-        result.command,
-        "```",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {m.get('cpu', '?')}, {m.get('cpus')} logical CPUs; SIMD: {', '.join(m.get('simd', []))}",
-        f"- Python {m.get('python')}, onnxruntime {m.get('onnxruntime')}, torch {m.get('torch')}, "
-        f"transformers {m.get('transformers')}, ctranslate2 {m.get('ctranslate2')}",
-        f"- Memory read bandwidth (numpy sum over 512 MB): {result.bandwidth.get('read_gb_s')} GB/s",
-        "",
-        "## Model",
-        "",
-        result.model,
-        "Our engines are one bundle each of that model: `ours-int8r` INT8 with per-row activations",
-        "(`--quantize int8r`, the default), `ours-q8` and `ours-q4` block-quantized",
-        f"(`--quantize q8|q4 --block-size {o.get('block_size', '?')}`), `ours-int8` INT8 with per-call",
-        "activations, `ours-fp32` float32. Every engine decodes the same number",
-        f"of tokens (batch 1: {o['source_tokens']} source tokens → {o['new_tokens']} tokens; batched: "
-        f"{o['batched_new_tokens']} tokens per sentence), greedy, with {o['threads']} threads.",
-        "",
-        "## Batch 1",
-        "",
-        "The ceiling is what reading each step's weights once allows at the measured bandwidth,",
-        "which is one numpy thread's: a share above 100% means two threads read faster than one,",
-        "or that part of the weights stays in the CPU's caches between steps.",
-        "",
-        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | ceiling tokens/s | of ceiling |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, rate in b1.items():
-        bw = per_bundle.get(name, {})
-        lines.append(f"| {name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
-                     f"{bw.get('bytes_per_step_mb', '')} | {bw.get('ceiling_tok_s', '')} | "
-                     f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
-    curves = result.batched_tok_s
-    ours = [name for name in curves if name != "ct2-int8"]
-    lines += [
-        "",
-        f"## Batched ({result.text.get('sentences')} sentences of prose)",
-        "",
-        f"Text: Arthur Conan Doyle, *A Scandal in Bohemia* (1891, public domain), from the PyPI package "
-        f"`{PROSE_PACKAGE}==1.0.1` (`{PROSE_FILE}`); mean {result.text.get('mean_source_tokens')} source tokens.",
-        "Tokens/s, and in brackets the ratio to CTranslate2 int8 at the same batch size.",
-        "",
-        "| batch size | " + " | ".join(curves) + " |",
-        "|---" * (len(curves) + 1) + "|",
-    ]
-    for size in (str(s) for s in o["batch_sizes"]):
-        base = curves.get("ct2-int8", {}).get(size)
-        row = [f"{curves[name].get(size, '')}" + (f" ({_ratio(curves[name].get(size), base)})" if name in ours else "")
-               for name in curves]
-        lines.append(f"| {size} | " + " | ".join(row) + " |")
-    best = {name: max(curve.values(), default=None) for name, curve in curves.items()}
-    lines += [
-        "",
-        "Best of each: " + ", ".join(f"{name} {rate} tokens/s" for name, rate in best.items()) + ".",
-        "",
-        f"![throughput against batch size]({plot_name})",
-        "",
-        "## Latency, start-up, memory, size",
-        "",
-        f"- End-to-end `Translator.translate` of a {len(result.latency_ms.get('sentence', '').split())}-word "
-        f"sentence with {result.latency_ms.get('bundle', shipped)} ({result.latency_ms.get('output_tokens')} output "
-        f"tokens, stopped by {result.latency_ms.get('stop', '?')}): p50 {result.latency_ms.get('p50')} ms, "
-        f"p95 {result.latency_ms.get('p95')} ms.",
-        f"- CLI cold start to first translation with {shipped} (`edge-translator translate`, new process): median "
-        f"{result.cold_start_s.get('median')} s over {result.cold_start_s.get('runs')} runs.",
-        "- Peak RSS with the bundle loaded and one translation done: "
-        + ", ".join(f"{k} {v} MB" for k, v in result.peak_rss_mb.items()) + ".",
-        "- Size on disk: " + ", ".join(f"{k} {v} MB" for k, v in result.sizes_mb.items()) + ".",
-        f"- Sentence segmentation (`split_sentences`, pure Python) of the prose above: "
-        f"{result.text.get('segmentation_mb_s')} MB/s.",
-        "",
-    ]
-    if result.load:
-        lines += render_load_section(result.load)
-    return "\n".join(lines)
-
-
-def _pct(a: float | None, b: float | None) -> str:
-    return f"{100 * a / b:.0f}%" if a and b else "n/a"
-
-
-def write_report(result: BenchResult, out_dir: Path) -> Path:
-    """Write ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks-throughput.png``.
-
-    The sections that come from their own commands are kept from an earlier report: the
-    daemon's (``edge-translator bench-serve``, key ``serve``), the documents'
-    (``edge-translator bench-docs``, key ``documents``) and the soak's (``edge-translator
-    bench-soak``, key ``soak``). So is every other ``## `` section
-    of the earlier Markdown that this report does not write (measurements made by other
-    commands, the history), after the report's own sections.
-    """
-    own_runs = {"serve": ("## Daemon under load", render_serve_section),
-                "documents": ("## Documents", render_documents_section),
-                "soak": (SOAK_HEADING, render_soak_section)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    previous = out_dir / "benchmarks.json"
-    earlier = json.loads(previous.read_text()) if previous.is_file() else {}
-    report = render_markdown(result, "benchmarks-throughput.png")  # before anything is written: a report
-    sections = {key: (heading, render(earlier[key])) for key, (heading, render) in own_runs.items()
-                if earlier.get(key)}  # that fails to render must not cost the kept sections their figures
-    plot_throughput(result, out_dir / "benchmarks-throughput.png")
-    (out_dir / "benchmarks.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
-    path = out_dir / "benchmarks.md"
-    written = {heading for heading, _ in own_runs.values()} | set(_sections(report))
-    kept = [text for heading, text in _sections(path.read_text() if path.is_file() else "").items()
-            if heading not in written]
-    path.write_text(report)
-    for key, (heading, lines) in sections.items():
-        update_section(out_dir, key, earlier[key], heading, lines)
-    if kept:
-        path.write_text(path.read_text().rstrip("\n") + "\n\n" + "\n".join(text.rstrip("\n") + "\n" for text in kept))
-    return path
-
-
-def _sections(markdown: str) -> dict[str, str]:
-    """``## `` heading line → that section's text, up to the next such heading."""
-    parts = ("\n" + markdown).split("\n## ")[1:]
-    return {"## " + part.split("\n", 1)[0]: "## " + part for part in parts}
