@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from edge_translator.toolchain.train import normalize_key, read_pairs, split_pairs
+from edge_translator.toolchain.traindata import normalize_key, read_pairs, split_pairs
 
 from .conftest import run_cli
 

@@ -57,10 +57,15 @@ def add_parsers(sub) -> None:
     td = sub.add_parser("train-demo", help="train the small Tatoeba demo model and export it (extra 'train')")
     td.add_argument("out", help="bundle directory to write, e.g. models/tatoeba-en-zh")
     td.add_argument("--work", default="work/train-demo", help="data, tokenizers and checkpoints (resumable)")
-    td.add_argument("--minutes", type=float, default=100.0, help="training time budget")
+    td.add_argument("--minutes", type=float, default=420.0,
+                    help="training time budget, summed over resumes (default 420)")
     td.add_argument("--seed", type=int, default=1)
     td.add_argument("--threads", type=int, help="torch threads (default: all cores)")
-    td.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    td.add_argument("--force", action="store_true", help="overwrite OUT (and --checkpoint) if it exists")
+    td.add_argument("--checkpoint", metavar="DIR",
+                    help="also keep the best model here as float16 safetensors with its tokenizer files")
+    td.add_argument("--heldout", metavar="FILE",
+                    help="also write the held-out dictionary word sample here (e.g. assets/eval/cedict-heldout.tsv)")
     td.add_argument("--evaluate", action="store_true",
                     help="also score PyTorch and every weight scheme on the test split (eval.json), ship the "
                     "scheme chosen from those scores, and write the model card")
@@ -180,11 +185,14 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
     """Train, export and evaluate the small embedded demo model."""
     from ..core.bundle import load_bundle
     from .schemes import SchemeOptions, evaluate_choices, variants
-    from .train import TrainOptions, run
+    from .train import TrainOptions, evaluate_words, run, save_checkpoint
 
     options = TrainOptions(seed=args.seed, time_budget_minutes=args.minutes, threads=args.threads)
-    out = run(args.work, args.out, options, force=args.force, quantize=_scheme(args))
+    out = run(args.work, args.out, options, force=args.force, quantize=_scheme(args),
+              heldout_out=Path(args.heldout) if args.heldout else None)
     _print_summary(out)
+    if args.checkpoint:
+        print(f"kept float16 checkpoint in {save_checkpoint(Path(args.work) / 'hf', args.checkpoint, args.force)}")
     if args.evaluate:
         from .export import ExportOptions, export
         from .modelcard import write_model_card
@@ -197,6 +205,11 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
         if load_bundle(out).quantization != chosen.as_manifest():
             out = export(hf, out, ExportOptions(quantize=chosen, force=True, name=Path(out).name))
             _print_summary(out)
+        import json
+
+        words = evaluate_words(out, work / "data" / "heldout.tsv")
+        (work / "words.json").write_text(json.dumps(words, indent=2, ensure_ascii=False), encoding="utf-8")
+        print(f"single words right: {words['right']} of {words['words']} ({words['accuracy']:.1%})")
         print(f"wrote {write_model_card(out, work, Path(out).name)}")
     return 0
 

