@@ -363,7 +363,7 @@ def render_request_section(run: dict) -> list[str]:
     ms, m = run["ms"], run["machine"]
     lines = [REQUEST_HEADING, "",
              f"Measured by `{run['command']}` on {m.get('cpu', '?')} ({m.get('cpus')} logical CPUs), "
-             f"{run['options']['threads']} ONNX Runtime threads, cache off, `{run['model']}`: the sentence "
+             f"{run['options']['threads']} ONNX Runtime threads, cache off, `{Path(run['model']).name}`: the sentence "
              f"\"{run['options']['sentence']}\" ({run['output']}), medians of {run['options']['calls']} calls each. "
              f"{ms.get('decoder_calls', '?'):g} decoder steps. The daemon runs in the benchmark's process, so only "
              "loopback separates client and server. The idle engine waited for batch-mates "
