@@ -45,7 +45,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         except UnicodeEncodeError:
             raise InputError("the TEXT argument is not valid UTF-8; fix the terminal encoding "
                              "or pipe the text through standard input") from None
-    options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length)
+    options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length,
+                               shortlist=not args.no_shortlist)
     translator = Translator.load(args.model, threads=args.threads)
     if args.target and args.target not in translator.bundle.targets:
         raise ValueError(f"--target {args.target} is not offered by this model; choose one of "
@@ -91,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
     tr.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
     tr.add_argument("--max-length", type=int, help="most new tokens per sentence (default: automatic)")
+    tr.add_argument("--no-shortlist", action="store_true",
+                    help="use the whole vocabulary even when the model has a shortlist")
     tr.set_defaults(func=cmd_translate)
 
     for module, what, extra, commands in _LAYERS:

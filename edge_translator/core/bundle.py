@@ -2,7 +2,9 @@
 
 A bundle holds ``bundle.json`` (the manifest), two ONNX graphs (``encoder.onnx`` and
 ``decoder.onnx``), the weights they share (``weights.bin``), the two SentencePiece
-models and the joint vocabulary. The manifest records the sha256 and size of every
+models and the joint vocabulary. A bundle with a vocabulary shortlist also holds
+``shortlist.bin`` and two output-layer graphs (``projection.onnx``, ``shortlist.onnx``),
+its decoder ending at the hidden state. The manifest records the sha256 and size of every
 file; :func:`load_bundle` refuses a bundle whose files do not match it.
 """
 
@@ -108,6 +110,11 @@ class Bundle:
     """How the weights were quantized (``{"mode": "none"}`` for FP32)."""
     manifest: dict[str, Any] = field(repr=False)
     """The whole manifest, for figures recorded at export."""
+    projection: GraphSpec | None = None
+    """Bundles whose decoder ends at the hidden state (those with a shortlist): the whole
+    output layer's graph; ``None`` when the decoder computes the logits itself."""
+    shortlist_graph: GraphSpec | None = None
+    """With :attr:`projection`: the output layer's graph on gathered rows."""
 
     def file(self, name: str) -> Path:
         """Return the path of a file of this bundle."""
@@ -278,6 +285,12 @@ def load_bundle(path: str | Path, verify: bool = True) -> Bundle:
         targets[name] = TargetVariant(name, spec["token"], int(spec["id"]))
     special = _field(manifest, path, "special_ids")
     arch = _field(manifest, path, "model", "architecture")
+    graphs = _field(manifest, path, "graphs")
+    if not isinstance(graphs, dict):
+        raise BundleError(f"{path / MANIFEST}: 'graphs' must be an object; export the bundle again")
+    if ("projection" in graphs) != ("shortlist" in graphs):
+        raise BundleError(f"{path / MANIFEST}: a split bundle needs both the 'projection' and the 'shortlist' "
+                          "graphs; export the bundle again")
     default_target = manifest.get("default_target") or next(iter(targets), "")
     if targets and default_target not in targets:
         raise BundleError(
@@ -303,4 +316,6 @@ def load_bundle(path: str | Path, verify: bool = True) -> Bundle:
         decoder=_graph(manifest, path, "decoder"),
         quantization=dict(manifest.get("quantization") or {"mode": "none"}),
         manifest=manifest,
+        projection=_graph(manifest, path, "projection") if "projection" in graphs else None,
+        shortlist_graph=_graph(manifest, path, "shortlist") if "shortlist" in graphs else None,
     )

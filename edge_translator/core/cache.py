@@ -26,6 +26,8 @@ class CacheKey:
     beam_size: int
     max_length: int | None
     repetition_guard: bool
+    shortlist: bool = True
+    """Whether the bundle's shortlist restricted the output (``False`` too when it has none)."""
 
 
 @dataclass(frozen=True)

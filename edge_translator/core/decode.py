@@ -19,13 +19,14 @@ from . import search
 from .bundle import Bundle
 from .cpu import check_runtime
 from .errors import BundleError
-from .graphio import (ATTENTION_MASK, CROSS_PREFIX, ENCODER_ATTENTION_MASK, INPUT_IDS, LOGITS, PAST_LENGTHS,
-                      cross_alignment, cross_key, cross_names, cross_value, is_ragged, past_key, past_value,
-                      present_names)
+from .graphio import (ATTENTION_MASK, CROSS_PREFIX, ENCODER_ATTENTION_MASK, HIDDEN, INPUT_IDS, LOGITS,
+                      PAST_LENGTHS, cross_alignment, cross_key, cross_names, cross_value, is_ragged, is_split,
+                      past_key, past_value, present_names, shortlist_io)
 from .greedybatch import Hypothesis, RepetitionGuard
 from .kvcache import BufferPool
 from .logsoftmax import open_log_softmax
 from .sessions import create_session, lean_malloc, onnxruntime
+from .shortlist import BatchOutputs, OutputTable, read_shortlist
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +44,16 @@ SHRINK_ARENA = "memory.enable_memory_arena_shrinkage"
 ENCODER_SPINS = False
 
 
+#: Threads of a split bundle's output-layer sessions: the caller's alone. A pool of their own
+#: would fight the decoder's spinning threads for the cores between the two calls of every
+#: step, as the encoder's would (:data:`ENCODER_SPINS`).
+HEAD_THREADS = 1
+
+
 class Seq2Seq:
     """The two ONNX Runtime sessions of a bundle and the decoding loops over them."""
 
-    def __init__(self, encoder, decoder, bundle: Bundle, normalizer=None):
+    def __init__(self, encoder, decoder, bundle: Bundle, normalizer=None, projection=None, shortlisted=None):
         """Take ready sessions (or fakes with the same ``run`` method).
 
         Args:
@@ -55,10 +62,14 @@ class Seq2Seq:
             bundle: The bundle's manifest: ids, shapes and graph I/O names.
             normalizer: Session of :data:`.logsoftmax.GRAPH`, which greedy batches on IO
                 binding use for their scores; ``None``: numpy computes them.
+            projection, shortlisted: Sessions of a split bundle's output-layer graphs (the
+                whole vocabulary; gathered rows), ``None`` when the decoder computes the logits.
         """
         self.encoder = encoder
         self.decoder = decoder
         self.normalizer = normalizer
+        self.projection = projection
+        self.shortlisted = shortlisted
         self.bundle = bundle
         self.run_options = None
         """``onnxruntime.RunOptions`` passed to every call, or ``None``."""
@@ -77,6 +88,29 @@ class Seq2Seq:
             self.pad_column = columns.get(bundle.pad_id)
             self.eos_column = columns[bundle.eos_id]
         self.logits_width = bundle.vocab_size if self.output_ids is None else len(self.output_ids)
+        self.split = is_split(bundle.decoder.outputs)
+        """Whether the decoder ends at the hidden state and the output layer runs apart
+        (:attr:`projection`, or :attr:`shortlisted` on a batch's gathered rows)."""
+        if self.split and (projection is None or shortlisted is None):
+            raise ValueError("a split bundle's decoder needs its projection and shortlist sessions")
+        self.shortlist = None
+        """The bundle's candidate lists (:class:`.shortlist.Shortlist`), or ``None``."""
+        self.output_table = None
+        if self.split:
+            layer = bundle.manifest.get("output_layer")
+            if not isinstance(layer, dict):
+                raise BundleError(f"{bundle.path / 'bundle.json'}: a split bundle needs 'output_layer'; "
+                                  "export the bundle again")
+            self.output_table = OutputTable.open(bundle.file(bundle.manifest.get("weights_file", "weights.bin")),
+                                                 layer)
+            if "shortlist" in bundle.manifest:
+                self.shortlist = read_shortlist(bundle.path, bundle.manifest["shortlist"])
+            names = shortlist_io(self.output_table.scale is not None, self.output_table.bias is not None)[0]
+            if bundle.shortlist_graph is not None and tuple(names) != tuple(bundle.shortlist_graph.inputs):
+                raise BundleError(f"{bundle.path / 'bundle.json'}: the shortlist graph's inputs "
+                                  f"{list(bundle.shortlist_graph.inputs)} do not match the output layer; export again")
+            self.weight_names = names[1:]
+            """The shortlist graph's inputs for the gathered rows, in the order of :meth:`.shortlist.OutputTable.gather`."""
         self.ragged = is_ragged(bundle.decoder.inputs)
         """Whether the decoder graph takes each row's cached length (``GroupQueryAttention``,
         the cache written in place) rather than appending to a past of one length for all."""
@@ -122,9 +156,13 @@ class Seq2Seq:
         if memory not in MEMORY_MODES:
             raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         arena = memory != "none"
+        heads = {}
+        if bundle.projection is not None:  # see HEAD_THREADS
+            heads = {name: create_session(bundle.file(spec.file), HEAD_THREADS, False, arena)
+                     for name, spec in (("projection", bundle.projection), ("shortlisted", bundle.shortlist_graph))}
         model = cls(create_session(bundle.file(bundle.encoder.file), threads, ENCODER_SPINS, arena),
                     create_session(bundle.file(bundle.decoder.file), threads, spin, arena), bundle,
-                    open_log_softmax(spin, arena))
+                    open_log_softmax(spin, arena), **heads)
         if memory in ("steady", "none"):
             lean_malloc()
         if memory in ("steady", "shrink"):
@@ -142,7 +180,10 @@ class Seq2Seq:
         self.buffers.clear()
 
     def _check_io(self) -> None:
-        for spec, session in ((self.bundle.encoder, self.encoder), (self.bundle.decoder, self.decoder)):
+        pairs = [(self.bundle.encoder, self.encoder), (self.bundle.decoder, self.decoder)]
+        if self.split:
+            pairs += [(self.bundle.projection, self.projection), (self.bundle.shortlist_graph, self.shortlisted)]
+        for spec, session in pairs:
             if not hasattr(session, "get_inputs"):
                 continue
             found = tuple(i.name for i in session.get_inputs())
@@ -160,11 +201,32 @@ class Seq2Seq:
         return out[: self.layers], out[self.layers:]
 
     def step(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
-             cross_k: list, cross_v: list) -> tuple[np.ndarray, list, list]:
-        """Run the decoder on new tokens [B, T]; return logits [B, T, V] and the grown K/V."""
+             cross_k: list, cross_v: list, outputs: BatchOutputs | None = None) -> tuple[np.ndarray, list, list]:
+        """Run the decoder on new tokens [B, T]; return logits [B, T, V] and the grown K/V.
+
+        With ``outputs`` (a split bundle's shortlist), the logits are those of its columns only.
+        """
         feed = self.decoder_feed(tokens, mask, past_k, past_v, cross_k, cross_v)
-        out = self.decoder.run([LOGITS] + present_names(self.layers), feed, *self._run_args())
-        return out[0], out[1: 1 + self.layers], out[1 + self.layers:]
+        out = self.decoder.run([HIDDEN if self.split else LOGITS] + present_names(self.layers), feed,
+                               *self._run_args())
+        logits = self.project(out[0], outputs) if self.split else out[0]
+        return logits, out[1: 1 + self.layers], out[1 + self.layers:]
+
+    def project(self, hidden: np.ndarray, outputs: BatchOutputs | None = None) -> np.ndarray:
+        """A split bundle's output layer on hidden states [B, T, D]: every column, or
+        ``outputs``'s (the rows a batch's shortlist gathered)."""
+        if outputs is None:
+            return self.projection.run([LOGITS], {HIDDEN: hidden}, *self._run_args())[0]
+        feed = {HIDDEN: hidden, **dict(zip(self.weight_names, outputs.feeds))}
+        return self.shortlisted.run([LOGITS], feed, *self._run_args())[0]
+
+    def output_columns(self, sources: list[list[int]], shortlist: bool = True) -> BatchOutputs | None:
+        """The columns a batch of these sources computes under the bundle's shortlist;
+        ``None`` (every column) without one or when ``shortlist`` is off."""
+        if not shortlist or self.shortlist is None:
+            return None
+        return BatchOutputs(self.shortlist, self.output_table, sources, required=(self.bundle.eos_id,),
+                            banned=(self.bundle.pad_id,))
 
     def decoder_feed(self, tokens: np.ndarray, mask: np.ndarray, past_k: list, past_v: list,
                      cross_k: list, cross_v: list) -> dict[str, np.ndarray]:
@@ -198,32 +260,42 @@ class Seq2Seq:
         return ids, mask
 
     # -- decoding -----------------------------------------------------------------------
-    def next_tokens(self, logits: np.ndarray, allow_eos: bool | np.ndarray = True) -> np.ndarray:
+    def columns(self, outputs: BatchOutputs | None = None) -> tuple[np.ndarray | None, int | None, int]:
+        """``(ids, pad_column, eos_column)`` of the logits: the vocabulary id of each column
+        (``None``: column k is id k), and the columns of the pad id (``None``: none) and of ``</s>``."""
+        if outputs is None:
+            return self.output_ids, self.pad_column, self.eos_column
+        return outputs.ids, None, int(outputs.columns_of(self.bundle.eos_id))
+
+    def next_tokens(self, logits: np.ndarray, allow_eos: bool | np.ndarray = True,
+                    outputs: BatchOutputs | None = None) -> np.ndarray:
         """Greedy choice from [B, V] logits, never the pad id (nor ``</s>`` if not allowed:
         ``allow_eos`` is one answer for all rows, or one a row).
 
-        With a restricted output layer, column k of the logits is vocabulary id
-        ``output_ids[k]``; the returned values are always vocabulary ids.
+        With a restricted output layer or a batch's shortlist (``outputs``), column k of the
+        logits is vocabulary id ``ids[k]`` (:meth:`columns`); the returned values are always
+        vocabulary ids.
         """
-        if self.pad_column is not None:
-            logits[:, self.pad_column] = -np.inf
+        ids, pad_column, eos_column = self.columns(outputs)
+        if pad_column is not None:
+            logits[:, pad_column] = -np.inf
         if np.ndim(allow_eos):
-            logits[~np.asarray(allow_eos, bool), self.eos_column] = -np.inf
+            logits[~np.asarray(allow_eos, bool), eos_column] = -np.inf
         elif not allow_eos:
-            logits[:, self.eos_column] = -np.inf
+            logits[:, eos_column] = -np.inf
         best = logits.argmax(axis=-1)
-        return best if self.output_ids is None else self.output_ids[best]
+        return best if ids is None else ids[best]
 
     def greedy(self, sources: list[list[int]], max_new_tokens: list[int], use_cache: bool = True,
-               guard: RepetitionGuard | None = None, min_new_tokens: int = 0):
+               guard: RepetitionGuard | None = None, min_new_tokens: int = 0, shortlist: bool = True):
         """Greedy-decode a batch of sources together; yield ``(row, Hypothesis)`` as rows
         finish (see :func:`.search.greedy`)."""
-        return search.greedy(self, sources, max_new_tokens, use_cache, guard, min_new_tokens)
+        return search.greedy(self, sources, max_new_tokens, use_cache, guard, min_new_tokens, shortlist)
 
     def beam(self, sources: list[list[int]], max_new_tokens: list[int], beam_size: int,
-             length_penalty: float | None = None):
+             length_penalty: float | None = None, shortlist: bool = True):
         """Beam search; yield ``(row, Hypothesis)`` as each source finishes (see :func:`.search.beam`)."""
-        return search.beam(self, sources, max_new_tokens, beam_size, length_penalty)
+        return search.beam(self, sources, max_new_tokens, beam_size, length_penalty, shortlist)
 
     def greedy_all(self, sources: list[list[int]], max_new_tokens: list[int] | int, **kwargs) -> list[Hypothesis]:
         """Decode all sources as one batch and return hypotheses in input order (see

@@ -141,14 +141,14 @@ class _Batch:
         self.seated = list(range(len(rows)))  # the greedy batch's row g is rows[seated[g]]
         sources = [list(r.request.source) for r in rows]
         limits = [r.request.max_new_tokens for r in rows]
-        beam = rows[0].request.beam_size
+        beam, self.shortlist = rows[0].request.beam_size, rows[0].request.shortlist
         if beam == 1:
             self.greedy = GreedyBatch(model, sources, limits, [r.request.guard for r in rows],
-                                      min_new_tokens=min_new_tokens)
+                                      min_new_tokens=min_new_tokens, shortlist=self.shortlist)
             self.beam = None
         else:
             self.greedy = None
-            self.beam = model.beam(sources, limits, beam)
+            self.beam = model.beam(sources, limits, beam, shortlist=self.shortlist)
         self.open = set(range(len(rows)))
 
     def __len__(self) -> int:
@@ -186,7 +186,8 @@ class _Batch:
         sources, limits = [list(r.request.source) for r in rows], [r.request.max_new_tokens for r in rows]
         guards = [r.request.guard for r in rows]
         if self.greedy.done:  # every seated row was cancelled: the pending ones make a batch of their own
-            self.greedy = GreedyBatch(self.model, sources, limits, guards, min_new_tokens=self.min_new_tokens)
+            self.greedy = GreedyBatch(self.model, sources, limits, guards, min_new_tokens=self.min_new_tokens,
+                                      shortlist=self.shortlist)
             self.seated = pending
         else:
             self.greedy.admit(sources, limits, guards, row_capacity=self.row_capacity)
@@ -412,7 +413,7 @@ class Engine:
                 for batch in running:
                     free = o.max_batch_size - len(batch)
                     if free > 0 and self._queues[priority] and batch.can_admit:
-                        rows = self._take(priority, free, beam=1)
+                        rows = self._take(priority, free, (1, batch.shortlist))
                         if rows:
                             batch.admit(rows)
                             self._counts["admitted"] += len(rows)
@@ -420,12 +421,12 @@ class Engine:
                    and all(len(b) <= o.max_batch_size // 2 for b in running)):
                 running.append(self._start(priority))
 
-    def _take(self, priority: Priority, count: int, beam: int) -> list[_Row]:
-        """Take up to ``count`` waiting rows of one beam size, one owner at a time in turn."""
+    def _take(self, priority: Priority, count: int, kind: tuple[int, bool]) -> list[_Row]:
+        """Take up to ``count`` waiting rows of one kind (beam size, shortlist), one owner at a time in turn."""
         queue, rows, skipped = self._queues[priority], [], []
         while queue and len(rows) < count:
             ticket, pending = queue.popleft()
-            if pending[0].request.beam_size != beam:
+            if (pending[0].request.beam_size, pending[0].request.shortlist) != kind:
                 skipped.append((ticket, pending))
                 continue
             rows.append(pending.popleft())
@@ -438,8 +439,9 @@ class Engine:
         return rows
 
     def _start(self, priority: Priority) -> _Batch:
-        """Start a batch of up to the batch size of waiting rows, all of the first one's beam size."""
-        rows = self._take(priority, self.options.max_batch_size, self._queues[priority][0][1][0].request.beam_size)
+        """Start a batch of up to the batch size of waiting rows, all of the first one's kind."""
+        first = self._queues[priority][0][1][0].request
+        rows = self._take(priority, self.options.max_batch_size, (first.beam_size, first.shortlist))
         batch = _Batch(self.model, rows, priority, self._min_new_tokens, self.options.max_batch_size)
         self._active.append(batch)
         self._last_owners = len({id(r.ticket) for r in rows})

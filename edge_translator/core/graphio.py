@@ -33,6 +33,17 @@ LOGITS = "logits"
 """Decoder output: float32 [batch, new_length, vocab]."""
 CROSS_PREFIX = "cross_"
 """What the names of the cross-attention K/V begin with."""
+HIDDEN = "hidden"
+"""Decoder output of split bundles (those with a shortlist) and input of their output-layer
+graphs: the final hidden state, float32 [batch, new_length, d_model]."""
+OUTPUT_WEIGHT = "output_weight"
+"""Shortlist graph input: the gathered rows of the output layer, int8 [d_model, columns]
+(transposed) or float32 [columns, d_model]."""
+OUTPUT_SCALE = "output_scale"
+"""Shortlist graph input of int8 output layers: each gathered row's weight scale, float32 [columns]."""
+OUTPUT_BIAS = "output_bias"
+"""Shortlist graph input: each gathered row's bias, float32 [columns] (absent when the layer has none)."""
+"""What the names of the cross-attention K/V begin with."""
 
 
 def cross_key(layer: int) -> str:
@@ -88,17 +99,35 @@ def encoder_io(layers: int) -> tuple[list[str], list[str]]:
     return [INPUT_IDS, ATTENTION_MASK], outputs
 
 
-def decoder_io(layers: int, ragged: bool = True) -> tuple[list[str], list[str]]:
+def decoder_io(layers: int, ragged: bool = True, split: bool = False) -> tuple[list[str], list[str]]:
     """Input and output names of the decoder graph.
 
     Args:
         layers: Decoder layers.
         ragged: The graph takes :data:`PAST_LENGTHS` (``GroupQueryAttention`` over a cache
             each row fills to its own length); ``False``: the graphs of earlier bundles.
+        split: The graph ends at :data:`HIDDEN` and the output layer is a graph of its own
+            (bundles with a shortlist).
     """
     inputs = [INPUT_IDS, ENCODER_ATTENTION_MASK] + ([PAST_LENGTHS] if ragged else [])
     inputs += past_names(layers) + cross_names(layers)
-    return inputs, [LOGITS] + present_names(layers)
+    return inputs, [HIDDEN if split else LOGITS] + present_names(layers)
+
+
+def is_split(decoder_outputs) -> bool:
+    """Whether a decoder graph with these output names ends at the hidden state."""
+    return HIDDEN in decoder_outputs
+
+
+def projection_io() -> tuple[list[str], list[str]]:
+    """Input and output names of the whole output layer's graph (split bundles)."""
+    return [HIDDEN], [LOGITS]
+
+
+def shortlist_io(scale: bool, bias: bool) -> tuple[list[str], list[str]]:
+    """Input and output names of the shortlist graph: the hidden state and the gathered rows'
+    weight, scale (int8 layers) and bias (when the layer has one)."""
+    return [HIDDEN, OUTPUT_WEIGHT] + ([OUTPUT_SCALE] if scale else []) + ([OUTPUT_BIAS] if bias else []), [LOGITS]
 
 
 def is_ragged(decoder_inputs) -> bool:
@@ -115,6 +144,8 @@ CACHE_CAPACITY = "cache_capacity"
 PAST_LENGTH = "past_length"
 """The past K/V's length axis of earlier graphs: the same for every row."""
 PRESENT_LENGTH = "present_length"
+SHORTLIST_COLUMNS = "shortlist_columns"
+"""The columns a shortlist graph computes: the batch's candidate ids."""
 
 # -- source alignment -------------------------------------------------------------------------
 #: The batch-invariant graphs (int8r, q8, q4) pad the source axis of the cross-attention

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .iobinding import BoundDecoder, encode_bound
+from .iobinding import BoundDecoder, BoundHead, encode_bound
 from .kvcache import compaction_order
 
 #: Why a row stopped: it produced ``</s>``, reached its length limit, or looped.
@@ -70,7 +70,7 @@ class GreedyBatch:
 
     def __init__(self, model, sources: list[list[int]], max_new_tokens: list[int],
                  guards: list[RepetitionGuard | None] | None = None, use_cache: bool = True,
-                 min_new_tokens: int = 0):
+                 min_new_tokens: int = 0, shortlist: bool = True):
         """Prepare a batch; nothing runs until :meth:`step`.
 
         Args:
@@ -80,6 +80,8 @@ class GreedyBatch:
             guards: Per-source repetition guard, or ``None`` for none.
             use_cache: Feed the K/V cache (``False`` re-runs the prefix; for tests).
             min_new_tokens: Forbid ``</s>`` before this many tokens.
+            shortlist: Restrict each row to its own candidates when the bundle has a
+                shortlist (the batch computes the union's columns only).
         """
         if not sources:
             raise ValueError("a batch needs at least one source")
@@ -92,6 +94,8 @@ class GreedyBatch:
         self.use_cache = use_cache
         self.min_new_tokens = min_new_tokens
         self.rows = np.arange(len(sources))
+        self.columns = model.output_columns(sources, shortlist)
+        """The columns this batch computes (:class:`.shortlist.BatchOutputs`), or ``None``: every one."""
         self.outputs: list[list[int]] = [[] for _ in sources]
         self.logprobs: list[list[float]] = [[] for _ in sources]
         """Per row, the log-probability of each kept token (and of ``</s>`` when produced)."""
@@ -148,9 +152,13 @@ class GreedyBatch:
             model = self.model
             ids, mask = model.pad(sources)
             cross_k, cross_v = model.encode(ids, mask)
+            if self.columns is not None:
+                self.columns.admit(sources)
             self._bound.admit(cross_k, cross_v, mask, row_capacity)
             start = np.full((len(sources), 1), model.bundle.decoder_start_id, np.int64)
             self.tokens = np.concatenate([self.tokens, start])
+        elif self.columns is not None:
+            self.columns.admit(sources)
         self.sources = self.sources + list(sources)
         self.limits = np.concatenate([self.limits, np.asarray(max_new_tokens, self.limits.dtype)])
         self.guards += list(guards) if guards is not None else [None] * len(sources)
@@ -176,7 +184,8 @@ class GreedyBatch:
             # The batch's memory is its own from here (the encoder's outputs, if it made any, go back to the arena).
             self._bound = BoundDecoder(model.decoder, self.cross_k, self.cross_v, self.mask, model.logits_width,
                                        model.run_options, model.buffers, normalizer=model.normalizer,
-                                       ragged=model.ragged, cross_buffer=buffer)
+                                       ragged=model.ragged, cross_buffer=buffer,
+                                       head=BoundHead(model, self.columns) if model.split else None)
             self.cross_k = self.cross_v = self.past_k = self.past_v = []
         else:
             self.past_k, self.past_v = model.empty_cache(batch), model.empty_cache(batch)
@@ -199,6 +208,8 @@ class GreedyBatch:
             return
         idx = compaction_order(keep, len(self.rows))
         self.rows = self.rows[idx]
+        if self.columns is not None:
+            self.columns.keep(idx)
         if not self._started:
             return
         if not keep:  # done: hand the batch's memory on now, whoever still holds the batch
@@ -234,11 +245,13 @@ class GreedyBatch:
             logits = self._bound.step(self.tokens)
         elif self.use_cache:
             logits, self.past_k, self.past_v = model.step(self.tokens, self.mask, self.past_k, self.past_v,
-                                                          self.cross_k, self.cross_v)
+                                                          self.cross_k, self.cross_v, self.columns)
         else:
             empty = model.empty_cache(len(self.rows))
-            logits, _, _ = model.step(self.prefix, self.mask, empty, empty, self.cross_k, self.cross_v)
+            logits, _, _ = model.step(self.prefix, self.mask, empty, empty, self.cross_k, self.cross_v, self.columns)
         last_logits = logits[:, -1, :]
+        if self.columns is not None:  # each row to its own candidates: its batch-mates' do not matter
+            self.columns.restrict(last_logits)
         # next_tokens masks pad (and eos) in place, so the normalisation comes first; the
         # chosen token is never a masked one, so its logit is the model's own.
         if self._bound is not None and self._bound.normalizer is not None:
@@ -246,8 +259,9 @@ class GreedyBatch:
         else:
             log_probs, log_norm = last_logits, _log_normalizer(last_logits, self._scratch_for(last_logits))
         allow_eos = self.steps - self._joined[self.rows] >= self.min_new_tokens if self.min_new_tokens else True
-        chosen = model.next_tokens(last_logits, allow_eos=allow_eos)
-        columns = chosen if model.output_ids is None else np.searchsorted(model.output_ids, chosen)
+        chosen = model.next_tokens(last_logits, allow_eos=allow_eos, outputs=self.columns)
+        ids = model.columns(self.columns)[0]
+        columns = chosen if ids is None else np.searchsorted(ids, chosen)
         chosen_logprob = log_probs[np.arange(len(chosen)), columns].astype(np.float64)
         if log_norm is not None:
             chosen_logprob -= log_norm

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graphio import (ATTENTION_MASK, ENCODER_ATTENTION_MASK, INPUT_IDS, LOGITS, PAST_LENGTHS, aligned,
+from .graphio import (ATTENTION_MASK, ENCODER_ATTENTION_MASK, HIDDEN, INPUT_IDS, LOGITS, PAST_LENGTHS, aligned,
                       cross_key, cross_value, is_ragged, past_key, past_value, present_key, present_value)
 from .kvcache import INITIAL_CAPACITY, BufferPool, KVBuffers, SharedKV
 from .logsoftmax import INPUT, OUTPUT
@@ -156,6 +156,48 @@ def _encode_into(encoder, input_ids: np.ndarray, mask: np.ndarray, cross: np.nda
     encoder.run_with_iobinding(binding, run_options)
 
 
+class BoundHead:
+    """A split bundle's output layer for one batch, through IO binding: hidden state → logits.
+
+    It runs the whole vocabulary's graph, or the shortlist graph on the batch's gathered
+    rows (bound again only when rows that joined made the union grow).
+    """
+
+    def __init__(self, model, columns=None):
+        """Args:
+            model: The :class:`.decode.Seq2Seq` of a split bundle.
+            columns: The batch's :class:`.shortlist.BatchOutputs`, or ``None`` for every column.
+        """
+        self.columns = columns
+        self.session = model.projection if columns is None else model.shortlisted
+        self.weight_names = model.weight_names
+        self.full_width = model.logits_width
+        self.run_options = model.run_options
+        self.binding = self.session.io_binding()
+        self._version: int | None = None
+        self._feeds: list | None = None  # bound by address: kept alive
+
+    @property
+    def width(self) -> int:
+        """Columns of the logits now."""
+        return self.full_width if self.columns is None else self.columns.width
+
+    def run(self, hidden: np.ndarray, logits: np.ndarray) -> None:
+        """Write the logits ``[rows, 1, width]`` of the hidden states ``[rows, 1, d_model]``."""
+        if self.columns is not None and self._version != self.columns.version:
+            self._feeds = self.columns.feeds
+            for name, array in zip(self.weight_names, self._feeds):
+                _bind(self.binding, name, array)
+            self._version = self.columns.version
+        _bind(self.binding, HIDDEN, hidden)
+        _bind(self.binding, LOGITS, logits, output=True)
+        self.session.run_with_iobinding(self.binding, self.run_options)
+
+    def release(self) -> None:
+        """Drop the binding and the weights it points at."""
+        self.binding = self._feeds = None
+
+
 class BoundDecoder:
     """The decoder calls of one greedy batch, through IO binding, over memory the batch owns.
 
@@ -166,7 +208,8 @@ class BoundDecoder:
 
     def __init__(self, session, cross_k: list, cross_v: list, mask: np.ndarray, width: int,
                  run_options=None, pool: BufferPool | None = None, capacity: int = INITIAL_CAPACITY,
-                 normalizer=None, ragged: bool | None = None, cross_buffer: np.ndarray | None = None):
+                 normalizer=None, ragged: bool | None = None, cross_buffer: np.ndarray | None = None,
+                 head: BoundHead | None = None):
         """Take the cross K/V and bind what stays the same from step to step.
 
         Args:
@@ -187,11 +230,17 @@ class BoundDecoder:
             cross_buffer: The buffer from ``pool`` that ``cross_k`` and ``cross_v`` are
                 views of, as :func:`encode_bound` returns them: this decoder takes it over
                 and copies nothing. ``None``: they are copied into a buffer of the pool.
+            head: A split bundle's output layer (its width replaces ``width``): the decoder
+                writes the hidden states into the batch's memory and the head the logits.
         """
         self.session, self.run_options = session, run_options
         self.pool = pool if pool is not None else BufferPool(spares=0)
+        self.head = head
+        width = width if head is None else head.width
         self.layers, self.width = len(cross_k), width
         rows, heads, _, head_dim = cross_k[0].shape
+        self.d_model = heads * head_dim
+        self._hidden_buffer = None if head is None else self.pool.take(rows * self.d_model)
         if ragged is None:
             ragged = is_ragged([i.name for i in session.get_inputs()])
         self.ragged = ragged
@@ -251,10 +300,20 @@ class BoundDecoder:
         for segment, (past_name, present_name) in enumerate(self._names):
             bind_input(past_name, "cpu", 0, np.float32, past_shape, past + segment * step)
             bind_output(present_name, "cpu", 0, np.float32, present_shape, present + segment * step)
-        logits = self.logits[: kv.rows]
-        _bind(self.binding, LOGITS, logits, output=True)
-        self.session.run_with_iobinding(self.binding, self.run_options)
-        kv.advance()
+        return self._run(kv.rows)
+
+    def _run(self, rows: int) -> np.ndarray:
+        """Bind the step's last output, run the decoder (and the head), advance the cache."""
+        logits = self.logits[:rows]
+        if self.head is None:
+            _bind(self.binding, LOGITS, logits, output=True)
+            self.session.run_with_iobinding(self.binding, self.run_options)
+        else:
+            hidden = self._hidden_buffer[: rows * self.d_model].reshape(rows, 1, self.d_model)
+            _bind(self.binding, HIDDEN, hidden, output=True)
+            self.session.run_with_iobinding(self.binding, self.run_options)
+            self.head.run(hidden, logits)
+        self.kv.advance()
         return logits
 
     def _step_in_place(self) -> np.ndarray:
@@ -265,11 +324,7 @@ class BoundDecoder:
             address = kv.address + segment * kv.step
             bind_input(past_name, "cpu", 0, np.float32, kv.shape, address)
             bind_output(present_name, "cpu", 0, np.float32, kv.shape, address)
-        logits = self.logits[: kv.rows]
-        _bind(self.binding, LOGITS, logits, output=True)
-        self.session.run_with_iobinding(self.binding, self.run_options)
-        kv.advance()
-        return logits
+        return self._run(kv.rows)
 
     def log_probs(self) -> np.ndarray:
         """The log-softmax of the logits :meth:`step` returned last, ``[rows, 1, width]``.
@@ -365,6 +420,11 @@ class BoundDecoder:
         widened[rows:, : mask.shape[1]] = mask
         self.mask = widened
         self.source_lengths = np.concatenate([self.source_lengths, np.asarray(mask).sum(axis=1)])
+        if self.head is not None:  # the union of the rows' candidates may have grown
+            self.width = self.head.width
+            if len(self._hidden_buffer) < capacity * self.d_model:
+                self.pool.give(self._hidden_buffer)
+                self._hidden_buffer = self.pool.take(capacity * self.d_model)
         for k in range(1, len(self._owned)):  # the logits (and their log-softmax), one row each
             if len(self._owned[k]) < capacity * self.width:
                 self.logits = self._log_probs = None
@@ -380,6 +440,10 @@ class BoundDecoder:
         """Give every buffer back to the pool; this object must not be used afterwards."""
         self.binding = self._post = self.cross = self.logits = self._log_probs = None  # bindings hold addresses
         self.kv.release()
+        if self.head is not None:
+            self.head.release()
+            self.pool.give(self._hidden_buffer)
+            self._hidden_buffer = None
         for buffer in self._owned:
             self.pool.give(buffer)
         self._owned = []

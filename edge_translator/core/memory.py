@@ -68,7 +68,8 @@ def default_path() -> Path:
 
 def options_key(key: CacheKey) -> str:
     """The options part of a key, as stored."""
-    return f"beam={key.beam_size};max={key.max_length};guard={int(key.repetition_guard)}"
+    text = f"beam={key.beam_size};max={key.max_length};guard={int(key.repetition_guard)}"
+    return text if key.shortlist else text + ";shortlist=0"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from .greedybatch import EOS, LENGTH, GreedyBatch, Hypothesis, RepetitionGuard
 
 
 def greedy(model, sources: list[list[int]], max_new_tokens: list[int], use_cache: bool = True,
-           guard: RepetitionGuard | None = None, min_new_tokens: int = 0):
+           guard: RepetitionGuard | None = None, min_new_tokens: int = 0, shortlist: bool = True):
     """Greedy-decode a batch of sources together; yield ``(row, Hypothesis)`` as rows finish.
 
     Args:
@@ -26,6 +26,7 @@ def greedy(model, sources: list[list[int]], max_new_tokens: list[int], use_cache
         guard: Stop rows caught in a loop; ``None`` disables it.
         min_new_tokens: Forbid ``</s>`` before this many tokens (as ``generate`` does;
             used by benchmarks to decode a fixed number of tokens).
+        shortlist: Restrict each row to its candidates when the bundle has a shortlist.
 
     Yields:
         ``(index into sources, Hypothesis)``, in the order rows finish. Closing the
@@ -33,20 +34,22 @@ def greedy(model, sources: list[list[int]], max_new_tokens: list[int], use_cache
     """
     if not sources:
         return
-    batch = GreedyBatch(model, sources, max_new_tokens, [guard] * len(sources), use_cache, min_new_tokens)
+    batch = GreedyBatch(model, sources, max_new_tokens, [guard] * len(sources), use_cache, min_new_tokens,
+                        shortlist)
     while not batch.done:
         yield from batch.step()
 
 
 def beam(model, sources: list[list[int]], max_new_tokens: list[int], beam_size: int,
-         length_penalty: float | None = None):
+         length_penalty: float | None = None, shortlist: bool = True):
     """Beam search with K/V-cache reordering, as transformers' ``generate(num_beams=k)`` does it.
 
     It follows ``generate`` step for step: log-softmax scores (pad masked, ``</s>``
     forced at the last position when the model asks for it, renormalized if the model's
     generation config says so), the top ``2k`` continuations of all beams, finished
     hypotheses scored by ``sum log p / length ** length_penalty``, and the same
-    early-stopping test (``early_stopping=False``).
+    early-stopping test (``early_stopping=False``). Under a bundle's shortlist (unless
+    ``shortlist`` is off) each beam scores only its source's candidates, normalised over them.
 
     Yields:
         ``(index into sources, Hypothesis)`` as each source finishes.
@@ -63,6 +66,8 @@ def beam(model, sources: list[list[int]], max_new_tokens: list[int], beam_size: 
     cross_k = [c[expand] for c in cross_k]
     cross_v = [c[expand] for c in cross_v]
     mask = mask[expand]
+    outputs = model.output_columns([sources[s] for s in expand], shortlist)
+    column_ids, pad_column, eos_column = model.columns(outputs)
     past_k, past_v = model.empty_cache(len(expand)), model.empty_cache(len(expand))
     active = list(range(len(sources)))           # source index of each active block of k rows
     limits = np.asarray(max_new_tokens)
@@ -74,10 +79,13 @@ def beam(model, sources: list[list[int]], max_new_tokens: list[int], beam_size: 
     eos = model.bundle.eos_id
     step = 0
     while active:
-        logits, past_k, past_v = model.step(tokens, mask, past_k, past_v, cross_k, cross_v)
-        scores = _log_softmax(logits[:, -1, :].astype(np.float32))
-        if model.pad_column is not None:
-            scores[:, model.pad_column] = -np.inf
+        logits, past_k, past_v = model.step(tokens, mask, past_k, past_v, cross_k, cross_v, outputs)
+        last_logits = logits[:, -1, :].astype(np.float32)
+        if outputs is not None:
+            outputs.restrict(last_logits)
+        scores = _log_softmax(last_logits)
+        if pad_column is not None:
+            scores[:, pad_column] = -np.inf
         vocab = scores.shape[-1]
         keep_blocks, reorder, next_tokens = [], [], []
         new_running, new_scores = [], []
@@ -87,13 +95,13 @@ def beam(model, sources: list[list[int]], max_new_tokens: list[int], beam_size: 
             last = step + 1 >= limits[src]
             if model.forced_eos and last:
                 block_scores = np.full_like(block_scores, -np.inf)
-                block_scores[:, model.eos_column] = 0.0
+                block_scores[:, eos_column] = 0.0
             if renormalize:
                 block_scores = _log_softmax(block_scores)
             total = (block_scores + running_scores[src][:, None]).reshape(-1)
             top = _topk(total, 2 * k)
             beams, columns = top // vocab, top % vocab
-            ids = columns if model.output_ids is None else model.output_ids[columns]
+            ids = columns if column_ids is None else column_ids[columns]
             hits = (ids == eos) | last
             length = step + 1
             for rank in range(k):  # only the top k candidates may finish
@@ -125,6 +133,8 @@ def beam(model, sources: list[list[int]], max_new_tokens: list[int], beam_size: 
         cross_k = [c[idx] for c in cross_k]
         cross_v = [c[idx] for c in cross_v]
         mask = mask[idx]
+        if outputs is not None:
+            outputs.keep(idx)
         width = step + 1
         grown = np.zeros((len(sources), k, width), np.int64)
         grown[keep_blocks] = np.stack(new_running)

@@ -27,6 +27,9 @@ class Request:
     """1 for greedy decoding; rows share a batch only with rows of the same beam size."""
     guard: RepetitionGuard | None = None
     """Stops a greedy row caught in a loop; ``None`` for none."""
+    shortlist: bool = True
+    """Restrict the row to its candidates under the bundle's shortlist; rows share a batch only
+    with rows that agree."""
 
 
 @dataclass(frozen=True)

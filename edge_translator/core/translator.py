@@ -75,6 +75,10 @@ class TranslateOptions:
     """Most new tokens per sentence; ``None`` derives it from the source length."""
     repetition_guard: bool = True
     """Stop a sentence whose output loops on one n-gram."""
+    shortlist: bool = True
+    """Restrict each sentence to the bundle's vocabulary shortlist, when it has one: the
+    output layer computes only the candidates of its source pieces (faster; docs/models.md
+    gives how often the output differs). ``False``: the whole vocabulary."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.beam_size <= 16:
@@ -289,6 +293,7 @@ class Translator:
         target, target_id = self._target(options)
         segments = self._segments(text)
         guard = RepetitionGuard() if options.repetition_guard else None
+        shortlist = options.shortlist and self.model.shortlist is not None  # one cache key where it changes nothing
         ready: list[SentenceResult | None] = [None] * len(segments)
         requests: list[Request] = []
         rows: dict[int, int] = {}
@@ -300,7 +305,7 @@ class Translator:
                 ready[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options, span)
                 continue
             key = CacheKey(self.model_id, " ".join(seg.text.split()), target, options.beam_size,
-                           options.max_length, options.repetition_guard)
+                           options.max_length, options.repetition_guard, shortlist)
             keys[i] = key
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is not None:
@@ -312,7 +317,7 @@ class Translator:
                 source = self.tokenizer.encode(seg.text, target_id)
                 rows[i] = first_row[key] = len(requests)
                 requests.append(Request(tuple(source), self._limit(len(source), options), options.beam_size,
-                                        guard))
+                                        guard, shortlist))
         ticket = self.engine.submit(requests, priority, block=block, timeout=timeout) if requests else None
         return Submission(self, segments, options, order, ready, ticket, rows, keys, spans)
 

@@ -97,7 +97,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     columns = tuple(c.strip() for spec in args.columns or () for c in spec.split(",") if c.strip())
     options = JobOptions(
         output_dir=Path(args.output) if args.output else None, recursive=args.recursive, force=args.force,
-        translate=TranslateOptions(target=args.target, beam_size=args.beam),
+        translate=TranslateOptions(target=args.target, beam_size=args.beam, shortlist=not args.no_shortlist),
         format=FormatOptions(columns=columns), jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
     glossary, digest = None, ""
     if args.glossary:
@@ -204,6 +204,8 @@ def add_parsers(sub) -> None:
     docs.add_argument("-r", "--recursive", action="store_true", help="descend into sub-folders")
     docs.add_argument("--target", help="target variant, e.g. zh-Hans or zh-Hant (default: the model's)")
     docs.add_argument("--beam", type=int, default=1, help="beam width (default 1, greedy)")
+    docs.add_argument("--no-shortlist", action="store_true",
+                      help="use the whole vocabulary even when the model has a shortlist")
     docs.add_argument("--glossary", metavar="FILE", help="TSV of terms: 'english<TAB>中文', or a term alone "
                       "to keep it as is (see docs/documents.md#glossary)")
     memory = docs.add_mutually_exclusive_group()

@@ -170,8 +170,8 @@ class Journal:
 
 def sentence_key(key: CacheKey) -> str:
     """A cache key as the journal stores it."""
-    return json.dumps([key.model, key.target, key.beam_size, key.max_length, key.repetition_guard, key.sentence],
-                      ensure_ascii=False)
+    fields = [key.model, key.target, key.beam_size, key.max_length, key.repetition_guard, key.sentence]
+    return json.dumps(fields if key.shortlist else fields + ["no-shortlist"], ensure_ascii=False)
 
 
 class JobCache:

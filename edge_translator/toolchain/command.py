@@ -42,6 +42,16 @@ def add_parsers(sub) -> None:
     ex.add_argument("--parity-tolerance", type=float, metavar="FACTOR",
                     help="the FP32 graphs' logits may differ from PyTorch float64 by FACTOR times what "
                     "PyTorch float32's do, plus 1e-4 (default 4)")
+    ex.add_argument("--shortlist", action="store_true",
+                    help="also store a vocabulary shortlist: per source piece, the target pieces a translation "
+                    "may need (the runtime then computes fewer output rows)")
+    ex.add_argument("--shortlist-corpus", metavar="FILE",
+                    help="count the shortlist on these pairs (TSV: en<TAB>zh, or Tatoeba's cmn_id, zh, en_id, en); "
+                    "default: the model's own translations of the English shipped with the toolchain")
+    ex.add_argument("--shortlist-top-k", type=int, metavar="K",
+                    help="target pieces kept per source piece (default 50)")
+    ex.add_argument("--shortlist-frequent", type=int, metavar="N",
+                    help="most frequent target tokens always allowed (default 2000)")
     ex.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     ex.set_defaults(func=cmd_export)
 
@@ -134,9 +144,24 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise InputError(f"calibration file {args.calibrate} does not exist")
     tolerance = {} if args.parity_tolerance is None else {"parity_tolerance": args.parity_tolerance}
     out = export(args.src, args.out, ExportOptions(quantize=quant, force=args.force, name=args.name,
-                                                   restrict_output=args.restrict_output, **tolerance))
+                                                   restrict_output=args.restrict_output, **tolerance,
+                                                   **_shortlist_options(args)))
     _print_summary(out)
     return 0
+
+
+def _shortlist_options(args: argparse.Namespace) -> dict:
+    """The ``ExportOptions`` fields of ``--shortlist`` and its companions, checked."""
+    given = {"shortlist_corpus": args.shortlist_corpus, "shortlist_top_k": args.shortlist_top_k,
+             "shortlist_frequent": args.shortlist_frequent}
+    given = {key: value for key, value in given.items() if value is not None}
+    if given and not args.shortlist:
+        flags = ", ".join("--" + key.replace("_", "-") for key in given)
+        raise InputError(f"{flags} only go with --shortlist; add it")
+    for key in ("shortlist_top_k", "shortlist_frequent"):
+        if given.get(key, 0) < 0:
+            raise InputError(f"--{key.replace('_', '-')} must be at least 0, not {given[key]}")
+    return {"shortlist": args.shortlist, **given} if args.shortlist else {}
 
 
 def _print_summary(out: Path) -> None:
@@ -154,6 +179,10 @@ def _print_summary(out: Path) -> None:
     restricted = validation.get("restriction_agreement")
     if restricted:
         print(f"restricted vs full output layer: {restricted['identical']}/{restricted['sentences']} identical")
+    shortlist = bundle.manifest.get("shortlist")
+    if shortlist:
+        print(f"shortlist: {shortlist['always']} ids always allowed, {shortlist['candidates']} candidates "
+              f"(top {shortlist['top_k']} per source piece), from {shortlist['built_from']}")
     agreement = validation.get("int8_agreement")
     labels = {"dynamic": "INT8", "static": "static INT8", "rowwise": "INT8 (per-row)"}
     label = labels.get(bundle.quantization["mode"], bundle.quantization["mode"])

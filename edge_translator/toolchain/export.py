@@ -20,12 +20,14 @@ from pathlib import Path
 from ..core.bundle import FORMAT, FORMAT_VERSION, MANIFEST, file_record, load_bundle
 from ..core.decode import Seq2Seq
 from ..core.errors import ExportError
-from ..core.graphio import decoder_io, encoder_io
+from ..core.graphio import decoder_io, encoder_io, projection_io, shortlist_io
 from ..core.tokenizer import Tokenizer
 from .graphs import write_graphs
 from .marian import MarianWeights, extract_weights, load_model
 from .onnxbuild import OPSET
+from .outputgraphs import shortlist_kind
 from .quantize import QuantizeOptions, check_int8, runtime_requirements
+from .shortlist import DEFAULT_FREQUENT, DEFAULT_TOP_K, ShortlistOptions
 from .validate import PARITY_FACTOR, PARITY_FLOOR, logits_parity
 
 logger = logging.getLogger(__name__)
@@ -55,11 +57,28 @@ class ExportOptions:
     """Compute logits only for target-side pieces (those of ``target.spm``, plus ``</s>`` and
     ``<unk>``): the output layer reads fewer bytes per step. Measure on a trained model
     that it does not change the output before shipping such a bundle."""
+    shortlist: bool = False
+    """Also write a vocabulary shortlist (``shortlist.bin``): per source piece, the target pieces
+    a translation may need, so that the runtime computes only those rows of the output layer."""
+    shortlist_corpus: str | None = None
+    """TSV of English–Chinese pairs the shortlist is counted on; ``None``: the model's own greedy
+    translations of the English shipped with the toolchain."""
+    shortlist_top_k: int = DEFAULT_TOP_K
+    """Target pieces the shortlist keeps per source piece."""
+    shortlist_frequent: int = DEFAULT_FREQUENT
+    """Most frequent target tokens the shortlist always allows."""
 
     def __post_init__(self) -> None:
         if not (self.parity_tolerance >= 0 and self.parity_floor >= 0):  # NaN fails too
             raise ValueError(f"parity tolerance factor ({self.parity_tolerance}) and floor ({self.parity_floor}) "
                              "must be numbers of at least 0")
+        if self.shortlist_corpus is not None and not self.shortlist:
+            raise ValueError("a shortlist corpus is given but the shortlist is off; turn it on (--shortlist)")
+        self.shortlist_options()
+
+    def shortlist_options(self) -> ShortlistOptions:
+        """The shortlist's sizes (checked: a bad one raises ``ValueError``)."""
+        return ShortlistOptions(top_k=self.shortlist_top_k, frequent=self.shortlist_frequent)
 
 
 def _versions() -> dict[str, str]:
@@ -194,6 +213,8 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
         ExportError: If the source is unusable, OUT exists without ``force``, OUT is not
             writable, the FP32 graphs are less exact than PyTorch float32 (see
             :func:`logits_parity_checked`), or a weight is not quantized as asked.
+        InputError: If ``shortlist_corpus`` is missing, unreadable, empty or not a pairs TSV
+            (checked before anything is built).
     """
     options = options or ExportOptions()
     quant = options.quantize
@@ -202,6 +223,11 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
 
     if Path(src).exists() or looks_local(str(src)):
         check_source_dir(Path(src))
+    corpus = None
+    if options.shortlist and options.shortlist_corpus is not None:
+        from .shortlist import read_corpus
+
+        corpus = read_corpus(options.shortlist_corpus)  # before the long work: a bad file fails at once
     staging = _prepare_out(out, options.force)
     try:
         model, local = load_model(src)
@@ -216,6 +242,11 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
             output_ids.astype("<i4").tofile(staging / "output_ids.bin")
             manifest["output_vocabulary"] = {"file": "output_ids.bin", "size": len(output_ids),
                                              "source": "target.spm pieces, </s> and <unk>"}
+        split = options.shortlist
+        if split:
+            if output_ids is not None:
+                raise ExportError("--shortlist and --restrict-output do not go together; choose one")
+            kind = shortlist_kind(weights, quant)  # before the long work: a scheme without it fails at once
         with tempfile.TemporaryDirectory(prefix="edge-translator-fp32-") as tmp:
             fp32_dir = Path(tmp)
             if quant.bits is not None and output_ids is not None:
@@ -225,7 +256,7 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                     shutil.copyfile(local / file, directory / file)
             fp32_manifest = dict(manifest, quantization={"mode": "none"})
             fp32_manifest.pop("output_vocabulary", None)
-            reference_dir = staging if quant.mode == "none" and output_ids is None else fp32_dir
+            reference_dir = staging if quant.mode == "none" and output_ids is None and not split else fp32_dir
             written = write_graphs(weights, QuantizeOptions(mode="none"), reference_dir)
             fp32_model, tokenizer = _open(reference_dir, fp32_manifest)
             validation: dict = {}
@@ -233,6 +264,9 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                 parity = logits_parity_checked(model, fp32_model, tokenizer, target_id, options.parity_tolerance,
                                                options.parity_floor)
                 validation["fp32_parity"] = parity
+            if quant.mode == "none" and split:
+                written = write_graphs(weights, quant, staging, split=True)
+                _split_manifest(manifest, weights, kind, written)
             if quant.mode == "none" and output_ids is not None:
                 written = write_graphs(weights, quant, staging, output_ids=output_ids)
                 restricted, _ = _open(staging, manifest)
@@ -241,7 +275,9 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                 validation["restriction_agreement"] = int8_agreement(fp32_model, restricted, tokenizer, target_id)
             if quant.mode != "none":
                 written = _quantize(weights, quant, fp32_dir, staging, fp32_model, tokenizer, target_id,
-                                    output_ids)
+                                    output_ids, split)
+                if split:
+                    _split_manifest(manifest, weights, kind, written)
                 check_int8(written.files, quant)
                 validation["int8_check"] = {"passed": True, "quantized_nodes": len(written.quantized_nodes)}
                 if options.validate:
@@ -253,6 +289,12 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
             manifest["storage"] = {"stored_bytes": written.stored_bytes,
                                    "referenced_bytes": written.referenced_bytes}
             manifest["validation"] = validation
+            if options.shortlist:
+                manifest["shortlist"] = _shortlist(staging, manifest, options, corpus, target_id)
+                shortlisted, _ = _open(staging, manifest)
+                from .validate import shortlist_agreement
+
+                validation["shortlist_agreement"] = shortlist_agreement(shortlisted, tokenizer, target_id)
             _write_manifest(staging, manifest)
         load_bundle(staging)
         if out.exists():
@@ -263,6 +305,22 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
         raise
     logger.info("exported %s to %s", src, out)
     return out
+
+
+def _shortlist(staging: Path, manifest: dict, options: ExportOptions, corpus, target_id: int) -> dict:
+    """Write ``shortlist.bin`` into the finished staging bundle (before its final manifest, which
+    then lists and checksums it) and return the manifest entry. Without a corpus, the staged
+    bundle itself translates the toolchain's English."""
+    from .shortlist import shortlist_for_bundle
+
+    if corpus is None:
+        model, tokenizer = _open(staging, manifest)
+    else:  # counted on the corpus: no need for the graphs
+        special = manifest["special_ids"]
+        model, tokenizer = None, Tokenizer.load(staging / "source.spm", staging / "target.spm", staging / "vocab.json",
+                                                special["eos"], special["unk"], special["pad"])
+    return shortlist_for_bundle(staging, model, tokenizer, target_id, corpus, options.shortlist_corpus,
+                                options.shortlist_options())
 
 
 def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int,
@@ -285,10 +343,26 @@ def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, targ
     return report.as_manifest(factor, floor)
 
 
+def _split_manifest(manifest: dict, weights: MarianWeights, kind: str, written) -> None:
+    """Point the manifest at split graphs: the decoder ending at the hidden state, the two
+    output-layer graphs, and where ``weights.bin`` holds the rows a shortlist gathers.
+    (New objects, not edits: the FP32 reference's manifest is a shallow copy of this one.)"""
+    layers = weights.shape.decoder_layers
+    dec_in, dec_out = decoder_io(layers, split=True)
+    table = written.output_table
+    graphs = dict(manifest["graphs"])
+    graphs["decoder"] = {"file": "decoder.onnx", "inputs": dec_in, "outputs": dec_out}
+    for name, (inputs, outputs) in (("projection", projection_io()),
+                                    ("shortlist", shortlist_io("scale" in table, "bias" in table))):
+        graphs[name] = {"file": f"{name}.onnx", "inputs": inputs, "outputs": outputs}
+    manifest["graphs"] = graphs
+    manifest["output_layer"] = {"kind": kind, **table}
+
+
 def _quantize(weights: MarianWeights, quant: QuantizeOptions, fp32_dir: Path, staging: Path,
-              fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int, output_ids=None):
+              fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int, output_ids=None, split: bool = False):
     if quant.at_build:
-        return write_graphs(weights, quant, staging, output_ids=output_ids)
+        return write_graphs(weights, quant, staging, output_ids=output_ids, split=split)
     from .calibrate import quantize_static_graphs
 
     return quantize_static_graphs(weights, staging, quant, fp32_model, tokenizer, target_id, output_ids)

@@ -29,13 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.graphio import (ATTENTION_MASK, BATCH, CACHE_CAPACITY, ENCODER_ATTENTION_MASK, INPUT_IDS,
+from ..core.graphio import (ATTENTION_MASK, BATCH, CACHE_CAPACITY, ENCODER_ATTENTION_MASK, HIDDEN, INPUT_IDS,
                             LAST_HIDDEN_STATE, LOGITS, NEW_LENGTH, PAST_LENGTH, PAST_LENGTHS, PRESENT_LENGTH,
                             SOURCE_LENGTH, cross_key, cross_value, past_key, past_value, present_key,
                             present_value, source_axis)
 from .marian import MarianWeights
-from .onnxbuild import MS_DOMAIN, ROW_CODE_UNIT, GraphBuilder, value_info
-from .quantize import QuantizeOptions, quantize_blocks, quantize_weight
+from .onnxbuild import GraphBuilder, value_info
+from .outputgraphs import build_projection, build_shortlist_projection, output_projection, output_table
+from .quantize import QuantizeOptions
 from .weightsfile import SharedWeights
 
 logger = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def build_encoder(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
 
 
 def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool = False,
-                  output_ids: np.ndarray | None = None, ragged: bool = True) -> GraphBuilder:
+                  output_ids: np.ndarray | None = None, ragged: bool = True, split: bool = False) -> GraphBuilder:
     """The decoder step graph: new ids, past K/V, cross K/V → logits, present K/V.
 
     Args:
@@ -117,6 +118,8 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
             positions. ``False``: the graphs of earlier bundles, ``MultiHeadAttention``
             whose present is the past (of any length, the same for every row) with the new
             position appended.
+        split: End at the final hidden state (output ``hidden``, [B, T, d_model]) and leave
+            the output layer to its own graphs (:mod:`.outputgraphs`).
     """
     from onnx import TensorProto
 
@@ -195,77 +198,18 @@ def build_decoder(w: MarianWeights, quant: QuantizeOptions, untie_output: bool =
         ff = g.activation(g.linear(h, layer["fc1_w"], layer["fc1_b"], f"{p}.fc1"), s.activation, f"{p}.act")
         ff = g.linear(ff, layer["fc2_w"], layer["fc2_b"], f"{p}.fc2")
         h = g.add_norm(ff, h, layer["ln3_g"], layer["ln3_b"], s.layer_norm_eps, f"{p}.final_layer_norm")
-    logits = _output_projection(g, w, h, untie_output, output_ids)
-    g.rename(logits, LOGITS)
-    vocab = w.lm_head.shape[0] if output_ids is None else len(output_ids)
-    g.outputs = [value_info(LOGITS, TensorProto.FLOAT, [BATCH, NEW_LENGTH, vocab])]
+    if split:
+        g.rename(h, HIDDEN)
+        g.outputs = [value_info(HIDDEN, TensorProto.FLOAT, [BATCH, NEW_LENGTH, s.d_model])]
+    else:
+        g.rename(output_projection(g, w, h, untie_output, output_ids), LOGITS)
+        vocab = w.lm_head.shape[0] if output_ids is None else len(output_ids)
+        g.outputs = [value_info(LOGITS, TensorProto.FLOAT, [BATCH, NEW_LENGTH, vocab])]
     for kind, name in (("key", present_key), ("value", present_value)):
         for i, tensor in enumerate(presents[kind]):
             g.rename(tensor, name(i))
             g.outputs.append(value_info(name(i), TensorProto.FLOAT, [BATCH, heads, PRESENT_LENGTH, hd]))
     return g
-
-
-def _output_projection(g: GraphBuilder, w: MarianWeights, h: str, untie: bool = False,
-                       output_ids: np.ndarray | None = None) -> str:
-    """Logits = h @ lm_head^T + final_logits_bias, sharing the embedding when tied.
-
-    Args:
-        g: The decoder graph being built.
-        w: The model's weights.
-        h: The final hidden states [B, T, D].
-        untie: Write the FP32 projection as its own [d_model, vocab] MatMul weight, for
-            quantizers that cannot give one tensor two quantizations (static QDQ).
-        output_ids: Compute logits only for these vocabulary ids (in this order). The rows
-            are gathered from the shared matrix by a constant node that ONNX Runtime folds
-            at load, so the file still stores the matrix once.
-    """
-    vocab = w.lm_head.shape[0] if output_ids is None else len(output_ids)
-    full_bias = w.final_logits_bias if output_ids is None else w.final_logits_bias[output_ids]
-    rows = None if output_ids is None else g.ints("lm_head.output_ids", output_ids)
-
-    def select(table: str, name: str) -> str:
-        return table if rows is None else g.op("Gather", [table, rows], name=name, axis=0)
-
-    if g.quant.bits is not None and g.quant.quantizes("MatMul", "lm_head"):
-        if output_ids is not None:
-            raise ValueError("a restricted output layer works with int8 and float32 bundles, not q8/q4")
-        bias = g.const("final_logits_bias", full_bias) if np.any(full_bias) else None
-        if w.tied_output and not untie:
-            blocks, scales = g.block_table(w.lm_head)
-            packed = g.const(f"embed_tokens.weight_q{blocks.bits}", blocks.packed)
-        else:
-            blocks = quantize_blocks(w.lm_head, g.quant.bits, g.quant.block_size)
-            packed = g.const(f"lm_head.weight_q{blocks.bits}", blocks.packed)
-            scales = g.const("lm_head.weight_scales", blocks.scales)
-        return g.nbits_matmul(h, packed, scales, blocks, bias, "lm_head")
-    if untie and not g.quant.quantizes("MatMul", "lm_head"):
-        head = w.lm_head if output_ids is None else w.lm_head[output_ids]
-        return g.linear(h, np.ascontiguousarray(head.T), full_bias, "lm_head")
-    bias = g.const("final_logits_bias" if output_ids is None else "lm_head.bias", full_bias)
-    tied = w.tied_output and not untie
-    if g.quant.quantizes("MatMul", "lm_head"):
-        if tied and g.quant.quantizes("Gather", "decoder.embed_tokens"):
-            q, scale = g.int8_table(w.lm_head)
-        else:
-            wq, scale_v = quantize_weight(w.lm_head, g.quant.per_channel, axis=0)
-            q, scale = g.const("lm_head.weight_q", wq), g.const("lm_head.scale", scale_v)
-        q = select(q, "lm_head.rows")
-        if g.quant.per_channel:
-            scale = select(scale, "lm_head.row_scales")
-        q_t = g.op("Transpose", [q], name="lm_head.transpose", perm=[1, 0])
-        if g.quant.mode == "rowwise":
-            scale_b = g.op("Mul", [scale, g.scalar("c.row_unit", ROW_CODE_UNIT)], name="lm_head.scale_b")
-            return g.row_matmul(h, q_t, scale_b, bias if np.any(full_bias) else None, "lm_head")
-        g.quantized_nodes.append("lm_head")
-        return g.op("DynamicQuantizeMatMul", [h, q_t, scale, "", bias], name="lm_head", domain=MS_DOMAIN)
-    table = select(g.const("embed_tokens.weight" if tied else "lm_head.weight", w.lm_head), "lm_head.rows")
-    flat = g.op("Reshape", [h, g.ints("c.flat", [-1, w.shape.d_model])], name="lm_head.flatten")
-    logits = g.op("Gemm", [flat, table, bias], name="lm_head", transB=1)
-    batch_time = g.op("Slice", [g.op("Shape", [h], name="lm_head.shape"), g.ints("c.zero_1", [0]),
-                                g.ints("c.two_1", [2])], name="lm_head.bt")
-    out_shape = g.op("Concat", [batch_time, g.ints("c.vocab", [vocab])], name="lm_head.out_shape", axis=0)
-    return g.op("Reshape", [logits, out_shape], name="lm_head.unflatten")
 
 
 @dataclass
@@ -277,11 +221,14 @@ class WrittenGraphs:
     stored_bytes: int
     referenced_bytes: int
     quantized_nodes: list[str]
+    output_table: dict | None = None
+    """Split graphs: where ``weights.bin`` holds the output layer's tensors the shortlist
+    gathers from (``bundle.json``'s ``shortlist.output_layer``)."""
 
 
 def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_file: str = "weights.bin",
                  untie_output: bool = False, output_ids: np.ndarray | None = None,
-                 ragged: bool = True) -> WrittenGraphs:
+                 ragged: bool = True, split: bool = False) -> WrittenGraphs:
     """Build both graphs and write ``encoder.onnx``, ``decoder.onnx`` and the shared weights.
 
     Args:
@@ -293,24 +240,41 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
         output_ids: Restrict the logits to these vocabulary ids (see :func:`_output_projection`).
         ragged: The decoder's self-attention (see :func:`build_decoder`); ``False`` writes
             the decoder of bundles exported before ``GroupQueryAttention``.
+        split: Split the decoder at its hidden state and also write ``projection.onnx``
+            and ``shortlist.onnx`` (:mod:`.outputgraphs`), for a shortlist.
     """
     import onnx
 
     build_quant = quant if quant.at_build else QuantizeOptions(mode="none")
+    if split and (output_ids is not None or untie_output or not (quant.at_build or quant.mode == "none")):
+        raise ValueError("split graphs (a shortlist) go with neither a restricted output layer nor static int8")
     shared = SharedWeights(out / weights_file)
-    files, quantized = {}, []
+    files, quantized, table = {}, [], None
+    graphs = [("encoder", build_encoder(w, build_quant)),
+              ("decoder", build_decoder(w, build_quant, untie_output, output_ids, ragged, split))]
+    if split:
+        graphs += [("projection", build_projection(w, build_quant)),
+                   ("shortlist", build_shortlist_projection(w, build_quant))]
     try:
-        for name, graph in (("encoder", build_encoder(w, build_quant)),
-                            ("decoder", build_decoder(w, build_quant, untie_output, output_ids, ragged))):
+        for name, graph in graphs:
             model = graph.model(shared, weights_file, f"edge-translator {name} for {w.shape.d_model}-d Marian")
             path = out / f"{name}.onnx"
             onnx.save_model(model, str(path))
             files[name] = path
             quantized += graph.quantized_nodes
+        if split:  # identical bytes are stored once: these are the projection's own tensors
+            table = {key: _placed(shared, array) for key, array in output_table(w, build_quant).items()
+                     if array is not None}
     finally:
         shared.close()
     for path in files.values():
         onnx.checker.check_model(str(path))
     logger.info("wrote %s: %.1f MB stored for %.1f MB referenced", out, shared.stored / 1e6,
                 shared.referenced / 1e6)
-    return WrittenGraphs(files, out / weights_file, shared.stored, shared.referenced, quantized)
+    return WrittenGraphs(files, out / weights_file, shared.stored, shared.referenced, quantized, table)
+
+
+def _placed(shared: SharedWeights, array: np.ndarray) -> dict:
+    """Store ``array`` in the weights file (or find its twin there) and say where it lies."""
+    offset, _ = shared.add(array)
+    return {"offset": offset, "dtype": np.dtype(array.dtype).str, "shape": list(array.shape)}

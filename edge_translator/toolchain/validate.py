@@ -282,6 +282,33 @@ def int8_agreement(fp32: Seq2Seq, int8: Seq2Seq, tokenizer: Tokenizer, target_id
     return result
 
 
+def shortlist_agreement(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sentences=VALIDATION_SENTENCES,
+                        max_new_tokens: int = 32) -> dict:
+    """How often greedy output under the bundle's shortlist equals the whole vocabulary's, and
+    whether it is the same for a sentence alone as in a batch with the others.
+
+    Returns:
+        ``sentences``, ``identical`` (equal to the whole vocabulary's output), ``batch_differ``
+        (sentences whose shortlist output differs between the batch and one at a time) and
+        ``mean_columns`` (columns a sentence alone computes).
+    """
+    sources = _sources(tokenizer, model, sentences, target_id)
+    full = model.greedy_all(sources, max_new_tokens, shortlist=False)
+    batched = model.greedy_all(sources, max_new_tokens)
+    alone = [model.greedy_all([source], max_new_tokens)[0] for source in sources]
+    columns = [model.output_columns([source]).width for source in sources]
+    result = {
+        "sentences": len(sources),
+        "max_new_tokens": max_new_tokens,
+        "identical": sum(a.ids == b.ids for a, b in zip(full, batched)),
+        "batch_differ": sum(a.ids != b.ids for a, b in zip(batched, alone)),
+        "mean_columns": round(float(np.mean(columns)), 1),
+        "vocabulary": model.bundle.vocab_size,
+    }
+    logger.info("shortlist agreement: %s", result)
+    return result
+
+
 def batch_invariance(model: Seq2Seq, tokenizer: Tokenizer, target_id: int, sentences=VALIDATION_SENTENCES,
                      max_new_tokens: int = 32) -> dict:
     """Whether a sentence decodes the same alone as in a padded batch with the others.
