@@ -10,7 +10,10 @@ CTranslate2 runs at every ``inter_threads`` × ``intra_threads`` setting of
 :attr:`BenchOptions.ct2_settings` in every measure, and ``ct2-int8`` is the best of them
 for that measure: a ratio to a peer means something only at the peer's best setting (on
 2 vCPUs, one intra thread is 1.7–2× faster than two at batch 1). Its own default
-(``ct2-int8-default``, one translator with ``intra_threads=0``) is reported beside it.
+(``ct2-int8-default``, one translator with ``intra_threads=0``) is reported beside it. When
+a bundle has a vocabulary shortlist, ``ct2-int8-vmap`` is CTranslate2 with ``use_vmap=True``
+and a vocabulary map written from those lists (:mod:`.vmap`), at the best setting of each
+measure, timed after the sweep.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +33,11 @@ import numpy as np
 from ..core.bundle import load_bundle
 from ..core.decode import Seq2Seq
 from ..core.errors import EdgeTranslatorError, ExportError, require
+from ..core.shortlist import read_shortlist
 from ..core.tokenizer import Tokenizer
+from .benchreport import CT2_VMAP, BenchResult
 from .machine import dir_mb, machine_info, memory_bandwidth_gbs
-from .benchreport import BenchResult
+from .vmap import vmap_model
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +69,8 @@ class BenchOptions:
     """Translations of the 20-word sentence for p50/p95."""
     cold_runs: int = 5
     """CLI cold starts timed."""
-    engines: tuple[str, ...] = ("ours-int8r", "ours-q8", "ours-q4", "ours-int8", "ours-fp32", "torch", "ct2-int8")
+    engines: tuple[str, ...] = ("ours-int8r", "ours-int8r-sl", "ours-q8", "ours-q4", "ours-int8", "ours-fp32", "torch",
+                                "ct2-int8")
     """Engines to run (``ours-SCHEME`` for each bundle given, ``torch``, ``ct2-int8``)."""
     ct2_settings: tuple[tuple[int, int], ...] = ((1, 1), (1, 2), (2, 1), CT2_DEFAULT)
     """CTranslate2 ``(inter_threads, intra_threads)`` settings swept in every measure
@@ -77,9 +83,18 @@ def bytes_per_step(bundle_dir: Path) -> int:
     """Weight bytes one decoder step at batch 1 reads: every decoder matrix, the output layer.
 
     Gathers (embedding rows, position rows) read one row, so their tables count only where
-    another node (the tied output projection) reads them whole.
+    another node (the tied output projection) reads them whole. A bundle with a shortlist
+    reads the rows its candidates gather: export's mean columns per sentence.
     """
     import onnx
+
+    manifest = load_bundle(bundle_dir, verify=False).manifest
+    gathered = 0
+    if "output_layer" in manifest:
+        layer = manifest["output_layer"]
+        row = sum(int(np.prod(spec["shape"][1:])) * np.dtype(spec["dtype"]).itemsize
+                  for key, spec in layer.items() if key != "kind")
+        gathered = int(manifest.get("validation", {}).get("shortlist_agreement", {}).get("mean_columns", 0) * row)
 
     model = onnx.load(str(bundle_dir / "decoder.onnx"), load_external_data=False)
     sizes = {}
@@ -93,7 +108,7 @@ def bytes_per_step(bundle_dir: Path) -> int:
             if name in sizes and not (node.op_type == "Gather" and k == 0) \
                     and not (node.op_type == "GatherBlockQuantized" and k in (0, 2)):
                 whole.add(name)
-    return sum(sizes[n] for n in whole)
+    return sum(sizes[n] for n in whole) + gathered
 
 
 # -- engines ------------------------------------------------------------------------------
@@ -148,23 +163,64 @@ class CT2Engine:
     """CTranslate2 int8, converted from the same Hugging Face directory, at one thread setting.
 
     With ``inter_threads`` above 1, ``translate_batch`` hands its ``max_batch_size`` chunks
-    to that many translators at once, so the batched measures use them all.
+    to that many translators at once, so the batched measures use them all. With
+    ``use_vmap``, each batch computes only the output rows of its vocabulary map's
+    candidates (``ct2_dir`` must hold a ``vmap.txt``, :func:`.vmap.vmap_model`).
     """
 
-    def __init__(self, ct2_dir: Path, vocab: dict[str, int], inter_threads: int, intra_threads: int):
+    def __init__(self, ct2_dir: Path, vocab: dict[str, int], inter_threads: int, intra_threads: int,
+                 use_vmap: bool = False):
         ctranslate2 = require("ctranslate2", "bench")
         self.translator = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type="int8",
                                                  intra_threads=intra_threads, inter_threads=inter_threads)
         self.pieces = {i: p for p, i in vocab.items()}
+        self.use_vmap = use_vmap
 
     def run(self, sources: list[list[int]], new_tokens: int, batch_size: int) -> int:
         tokens = [[self.pieces[i] for i in src] for src in sources]
         results = self.translator.translate_batch(
             tokens, max_batch_size=batch_size, beam_size=1, max_decoding_length=new_tokens,
-            min_decoding_length=new_tokens, return_scores=False)
+            min_decoding_length=new_tokens, return_scores=False, use_vmap=self.use_vmap)
         if any(len(r.hypotheses[0]) + 1 < new_tokens for r in results):
             raise ExportError("CTranslate2 decoded fewer tokens than asked")
         return new_tokens * len(sources)
+
+
+class CT2VmapEngines:
+    """CTranslate2 with its vocabulary map, at the best setting of each measure's sweep (it
+    has no sweep of its own): one translator per setting, loaded and warmed when first needed.
+    """
+
+    def __init__(self, bundle: str, model_dir: Path, vocab: dict[str, int], warm: list[int]):
+        self.bundle = bundle
+        """The engine name of the bundle whose shortlist the map was written from."""
+        self.model_dir, self.vocab, self.warm = model_dir, vocab, warm
+        self.loaded: dict[str, CT2Engine] = {}
+
+    def at_best(self, sweep: dict[str, float]) -> tuple[str, dict]:
+        """``(setting, {"ct2-int8-vmap": engine})`` at the fastest ``INTERxINTRA`` setting of ``sweep``."""
+        setting = max(sweep, key=sweep.get)
+        if setting not in self.loaded:
+            inter, intra = (int(x) for x in setting.split("x"))
+            engine = CT2Engine(self.model_dir, self.vocab, inter, intra, use_vmap=True)
+            engine.run([self.warm], 4, 1)
+            self.loaded[setting] = engine
+        return setting, {CT2_VMAP: self.loaded[setting]}
+
+
+def ct2_vmap_engines(bundles: dict[str, Path], shipped: str, ct2_dir: Path, vocab: dict[str, int],
+                     warm: list[int]) -> CT2VmapEngines | None:
+    """CTranslate2 with a vocabulary map written from the shortlist of the shipped bundle (or,
+    if it has none, of the first bundle that has one) into a copy of ``ct2_dir``; ``None``
+    when no bundle has a shortlist."""
+    for name in sorted(bundles, key=lambda n: n != shipped):
+        bundle = load_bundle(bundles[name], verify=False)  # verified by run_benchmark's load already
+        entry = bundle.manifest.get("shortlist")
+        if entry:
+            model = vmap_model(ct2_dir, read_shortlist(bundle.path, entry),
+                               json.loads(bundle.vocab.read_text(encoding="utf-8")))
+            return CT2VmapEngines(name, model, vocab, warm)
+    return None
 
 
 def convert_ct2(hf_dir: Path, out: Path) -> Path:
@@ -345,6 +401,11 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     source = ids[: opts.source_tokens - 1] + [bundle.eos_id]
     result.batch1_tok_s, sweep = pick_ct2_best(batch1(engines, source, opts))
     result.ct2_sweep = {"default": ct2_name(CT2_DEFAULT).removeprefix(CT2_PREFIX), "batch1": sweep, "batched": {}}
+    vmap = ct2_vmap_engines(bundles, opts.shipped, ct2_dir, vocab, source) if sweep else None
+    if vmap:
+        setting, engine = vmap.at_best(sweep)
+        result.batch1_tok_s |= batch1(engine, source, opts)
+        result.ct2_sweep["vmap"] = {"bundle": vmap.bundle, "batch1": setting, "batched": {}}
     limit = bundle.max_positions
     sources = [tokenizer.encode(s, target)[:limit] for s in sentences[: opts.batched_sentences]]
     batched_engines = {k: v for k, v in engines.items() if k not in UNBATCHED}
@@ -352,6 +413,10 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     for size in (str(s) for s in opts.batch_sizes):
         rates, sweep = pick_ct2_best({name: curve[size] for name, curve in curves.items() if size in curve})
         result.ct2_sweep["batched"][size] = sweep
+        if vmap and sweep:
+            setting, engine = vmap.at_best(sweep)
+            rates[CT2_VMAP] = batched(engine, sources, replace(opts, batch_sizes=(int(size),)))[CT2_VMAP][size]
+            result.ct2_sweep["vmap"]["batched"][size] = setting
         for name, rate in rates.items():
             result.batched_tok_s.setdefault(name, {})[size] = rate
     result.text = {"sentences": len(sources), "mean_source_tokens": round(float(np.mean([len(s) for s in sources])), 1),
@@ -398,8 +463,38 @@ def prepare_models(work: Path, reference: Path | None, threads: int,
         if not _exported_by_this_version(out):
             export(hf, out, ExportOptions(quantize=quant, force=True))
         bundles[name] = out
+    shortlisted = shortlist_bundle(hf, work / "full-int8r-sl")
+    if shortlisted is not None:
+        bundles[SHORTLISTED] = shortlisted
     convert_ct2(hf, ct2)
     return bundles, hf, ct2
+
+
+#: The engine of the int8r bundle with a vocabulary shortlist.
+SHORTLISTED = "ours-int8r-sl"
+
+
+def shortlist_bundle(hf: Path, out: Path, corpus: Path | None = None) -> Path | None:
+    """The int8r bundle with a shortlist counted on Tatoeba's English–Chinese pairs (the
+    ``hsg`` package of the ``train`` extra), built or reused; ``None`` without the pairs.
+
+    On the random full-shape model the model's own translations mean nothing, while real
+    pairs give candidate sets of a real sentence's size, which is what its speed depends on.
+    """
+    from ..toolchain.export import ExportOptions, export
+
+    if _exported_by_this_version(out) and "shortlist" in load_bundle(out, verify=False).manifest:
+        return out
+    if corpus is None:
+        try:
+            from ..toolchain.traindata import tatoeba_path
+
+            corpus = tatoeba_path()
+        except Exception as exc:  # noqa: BLE001 - any missing package or file: the engine is skipped
+            logger.warning("no shortlisted bundle: Tatoeba's pairs are missing (%s); install the train extra", exc)
+            return None
+    export(hf, out, ExportOptions(force=True, shortlist=True, shortlist_corpus=str(corpus)))
+    return out
 
 
 def _exported_by_this_version(out: Path) -> bool:
@@ -425,4 +520,8 @@ def smoke_bundles(hf: Path, work: Path, block_size: int) -> dict[str, Path]:
         if not (out / "bundle.json").is_file():
             export(hf, out, ExportOptions(quantize=QuantizeOptions(mode=mode, block_size=block_size), force=True))
         bundles[f"ours-{name}"] = out
+    out = work / "tiny-int8r-sl"
+    if not (out / "bundle.json").is_file():
+        export(hf, out, ExportOptions(force=True, shortlist=True))
+    bundles[SHORTLISTED] = out
     return bundles

@@ -20,6 +20,9 @@ from .report import (
     update_section,
 )
 
+#: The engine name of CTranslate2 with its vocabulary map, written from a bundle's shortlist.
+CT2_VMAP = "ct2-int8-vmap"
+
 
 @dataclass
 class BenchResult:
@@ -42,7 +45,8 @@ class BenchResult:
     """The engine under load (:func:`.loadbench.run_load`); empty when not run."""
     ct2_sweep: dict = field(default_factory=dict)
     """CTranslate2 tokens/s at each ``INTERxINTRA`` setting: ``batch1`` and ``batched``
-    (by batch size), and its ``default`` setting."""
+    (by batch size), and its ``default`` setting; with a shortlist, ``vmap``: the bundle its
+    vocabulary map was written from and the setting ``ct2-int8-vmap`` ran at in each measure."""
 
 
 def plot_throughput(result: BenchResult, path: Path) -> None:
@@ -112,18 +116,25 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "",
         "`ct2-int8` is CTranslate2 at its best thread setting for this measure (see *CTranslate2 at",
         "each setting*), `ct2-int8-default` at its own default.",
+        *_vmap_note(result.ct2_sweep),
         "",
         "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | ceiling tokens/s | of ceiling |",
         "|---|---|---|---|---|---|---|",
     ]
     sweep = (result.ct2_sweep or {}).get("batch1") or {}
+    vmap = (result.ct2_sweep or {}).get("vmap") or {}
     labels = {"ct2-int8": f"ct2-int8 ({max(sweep, key=sweep.get)})" if sweep else "ct2-int8",
-              "ct2-int8-default": f"ct2-int8-default ({result.ct2_sweep.get('default')})" if sweep else ""}
+              "ct2-int8-default": f"ct2-int8-default ({result.ct2_sweep.get('default')})" if sweep else "",
+              CT2_VMAP: f"{CT2_VMAP} ({vmap.get('batch1')})" if vmap else ""}
     for name, rate in b1.items():
         bw = per_bundle.get(name, {})
         lines.append(f"| {labels.get(name) or name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
                      f"{bw.get('bytes_per_step_mb', '')} | {bw.get('ceiling_tok_s', '')} | "
                      f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
+    if CT2_VMAP in b1:
+        lines += ["", "vs CTranslate2 with its vmap: " + ", ".join(
+            f"{name} {_ratio(rate, b1[CT2_VMAP])}" for name, rate in b1.items() if not name.startswith("ct2-int8"))
+            + "."]
     curves = result.batched_tok_s
     ours = [name for name in curves if not name.startswith("ct2-int8")]
     lines += [
@@ -142,6 +153,11 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         row = [f"{curves[name].get(size, '')}" + (f" ({_ratio(curves[name].get(size), base)})" if name in ours else "")
                for name in curves]
         lines.append(f"| {size} | " + " | ".join(row) + " |")
+    if CT2_VMAP in curves:
+        sizes = [str(s) for s in o["batch_sizes"]]
+        lines += ["", f"vs CTranslate2 with its vmap, at batch size {' / '.join(sizes)}: " + ", ".join(
+            f"{name} " + " / ".join(_ratio(curves[name].get(size), curves[CT2_VMAP].get(size)) for size in sizes)
+            for name in ours) + "."]
     best = {name: max(curve.values(), default=None) for name, curve in curves.items()}
     lines += [
         "",
@@ -170,6 +186,16 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
     if result.load:
         lines += render_load_section(result.load)
     return "\n".join(lines)
+
+
+def _vmap_note(sweep: dict) -> list[str]:
+    """What ``ct2-int8-vmap`` is, when the run measured it."""
+    vmap = (sweep or {}).get("vmap")
+    if not vmap:
+        return []
+    return [f"`{CT2_VMAP}` is CTranslate2 with `use_vmap=True` at the best setting of each measure, its",
+            f"vocabulary map written from the shortlist of `{vmap.get('bundle')}`: the same candidate lists as",
+            "our shortlisted output layer."]
 
 
 def render_ct2_sweep(sweep: dict) -> list[str]:
