@@ -56,7 +56,7 @@ def check_invariants(shortlist: sl.Shortlist, tok: Tokenizer) -> None:
 
 
 def test_dice_prefers_the_associated_token_over_a_frequent_one(tok):
-    shortlist = sl.build_shortlist(tok, sl.corpus_ids(tok, TOY), sl.ShortlistOptions(top_k=1, frequent=0))
+    shortlist = sl.build_shortlist(tok, sl.corpus_ids(tok, TOY), sl.ShortlistOptions(top_k=1, frequent=0, ascii=False))
     check_invariants(shortlist, tok)
     help_row = set(shortlist.candidates_of(tok.vocab["▁help"]).tolist())
     assert tok.vocab["丈"] in help_row and tok.vocab["上"] not in help_row
@@ -88,7 +88,7 @@ def test_counts_once_per_sentence():
 
 
 def test_copy_through_names_and_numbers(tok):
-    shortlist = sl.build_shortlist(tok, [], sl.ShortlistOptions(top_k=50, frequent=0))
+    shortlist = sl.build_shortlist(tok, [], sl.ShortlistOptions(top_k=50, frequent=0, ascii=False))
     check_invariants(shortlist, tok)
     row = lambda piece: {tok.pieces[i] for i in shortlist.candidates_of(tok.vocab[piece]).tolist()}  # noqa: E731
     # numbers, digit by digit, as a word start ('▁') or inside one (the tiny target model knows
@@ -96,7 +96,7 @@ def test_copy_through_names_and_numbers(tok):
     assert row("▁3,000") == {"▁", "3", ",", "0"} and row("9") == {"▁", "9"}
     assert row("e") == {"▁"}  # not a target piece: the target side would decode it as unknown
     # a source piece absent from the corpus gets copy-through only
-    trained = sl.build_shortlist(tok, sl.corpus_ids(tok, TOY), sl.ShortlistOptions(top_k=50, frequent=0))
+    trained = sl.build_shortlist(tok, sl.corpus_ids(tok, TOY), sl.ShortlistOptions(top_k=50, frequent=0, ascii=False))
     london = tok.vocab["▁London"]
     assert np.array_equal(trained.candidates_of(london), shortlist.candidates_of(london))
 
@@ -118,7 +118,7 @@ def test_copy_through_spells_urls_names_and_numbers():
     """On the embedded model's separate vocabularies: a sentence's own candidates spell its URL,
     name and number out of target pieces, in the middle of a Chinese sentence (no '▁')."""
     tok = _tokenizer(EMBEDDED)
-    shortlist = sl.build_shortlist(tok, [], sl.ShortlistOptions(top_k=0, frequent=0))
+    shortlist = sl.build_shortlist(tok, [], sl.ShortlistOptions(top_k=0, frequent=0, ascii=False))
     for text in ("help@example.com", "https://www.zürich-2024.org/a_b?id=42", "Kowalczyk", "3.14159", "1,299.99"):
         allowed = {tok.pieces[i] for i in shortlist.allowed(tok.encode(text)).tolist()}
         assert _spellable(text, allowed, tok), text
@@ -171,9 +171,9 @@ def test_default_corpus_is_shipped_and_not_the_test_split():
     from edge_translator.toolchain.traindata import normalize_key
 
     sentences, name = sl.default_sentences()
-    assert len(sentences) > 4000 and "Tatoeba" in name
+    assert len(sentences) > 48_000 and "Tatoeba" in name
     size = sum((ROOT / "edge_translator" / "toolchain" / f).stat().st_size for f in sl.CORPUS_FILES)
-    assert size <= 300_000
+    assert size <= 2_000_000  # package data of every install: 48k short sentences, not more
     test = ROOT / "assets" / "eval" / "tatoeba-cmn-eng-test.tsv"
     held = {normalize_key(line.split("\t")[3]) for line in test.read_text(encoding="utf-8-sig").splitlines() if line}
     assert not held & {normalize_key(s) for s in sentences}

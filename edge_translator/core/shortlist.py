@@ -149,7 +149,9 @@ class BatchOutputs:
     of those rows of the output layer, and which columns each row may take.
 
     Rows leave (:meth:`keep`) and join (:meth:`admit`); the union only grows, so that a row's
-    columns never move while it decodes.
+    columns never move while it decodes. Sets are boolean masks over the vocabulary: a
+    sentence's set is a few thousand ids, and sorting them for each row would cost more than
+    a decoder step.
     """
 
     def __init__(self, shortlist: Shortlist, table: OutputTable, sources: Sequence[Sequence[int]],
@@ -163,25 +165,33 @@ class BatchOutputs:
             banned: Ids no row may take (``<pad>``).
         """
         self.shortlist, self.table = shortlist, table
-        self.required = np.asarray(required, np.int64)
-        self.banned = np.asarray(banned, np.int64)
-        sets = [self._allowed(s) for s in sources]
-        self.ids = np.unique(np.concatenate(sets))
+        base = np.zeros(shortlist.vocab_size, bool)
+        base[shortlist.always] = True
+        base[np.asarray(required, np.int64)] = True
+        self._banned = np.asarray(banned, np.int64)
+        base[self._banned] = False
+        self._base = base
+        masks = self._masks(sources)
+        self.ids = np.flatnonzero(masks.any(axis=0))
         """The vocabulary id of each column, ascending (int64)."""
-        self.allowed = self._masks(sets)
+        self.allowed = masks[:, self.ids]
         """``[rows, columns]`` bool: the columns each row may take."""
         self.feeds = table.gather(self.ids)
         """The shortlist graph's weight inputs for :attr:`ids`."""
         self.version = 0
         """Counts the times :attr:`ids` grew (a bound projection binds the weights again)."""
 
-    def _allowed(self, source: Sequence[int]) -> np.ndarray:
-        return np.setdiff1d(np.union1d(self.shortlist.allowed(source), self.required), self.banned)
-
-    def _masks(self, sets: list[np.ndarray]) -> np.ndarray:
-        masks = np.zeros((len(sets), len(self.ids)), bool)
-        for row, ids in enumerate(sets):
-            masks[row, np.searchsorted(self.ids, ids)] = True
+    def _masks(self, sources: Sequence[Sequence[int]]) -> np.ndarray:
+        """``[rows, V]``: each source's set (``always``, its pieces' candidates, ``required``, not ``banned``)."""
+        lists = self.shortlist
+        masks = np.repeat(self._base[None, :], len(sources), axis=0)
+        for row, source in enumerate(sources):
+            ids = np.asarray(source, np.int64)
+            ids = ids[(ids >= 0) & (ids < lists.vocab_size)]
+            parts = [lists.candidates[lists.offsets[s]:lists.offsets[s + 1]] for s in ids]
+            if parts:
+                masks[row, np.concatenate(parts)] = True
+        masks[:, self._banned] = False
         return masks
 
     @property
@@ -196,16 +206,17 @@ class BatchOutputs:
     def admit(self, sources: Sequence[Sequence[int]]) -> None:
         """Add rows after the current ones; the union grows if they need columns it lacks
         (the weights are gathered anew, the rows held keep their columns' values)."""
-        sets = [self._allowed(s) for s in sources]
-        union = np.union1d(self.ids, np.concatenate(sets))
-        if len(union) != len(self.ids):
-            moved = np.searchsorted(union, self.ids)
+        masks = self._masks(sources)
+        held = np.zeros(self.shortlist.vocab_size, bool)
+        held[self.ids] = True
+        if not np.all(held[masks.any(axis=0)]):
+            union = np.flatnonzero(held | masks.any(axis=0))
             wider = np.zeros((len(self.allowed), len(union)), bool)
-            wider[:, moved] = self.allowed
+            wider[:, np.searchsorted(union, self.ids)] = self.allowed
             self.ids, self.allowed = union, wider
             self.feeds = self.table.gather(union)
             self.version += 1
-        self.allowed = np.concatenate([self.allowed, self._masks(sets)])
+        self.allowed = np.concatenate([self.allowed, masks[:, self.ids]])
 
     def restrict(self, logits: np.ndarray) -> None:
         """Set each row's columns outside its own candidate set to -inf, in place (``[rows, columns]``)."""

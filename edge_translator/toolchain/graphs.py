@@ -35,7 +35,8 @@ from ..core.graphio import (ATTENTION_MASK, BATCH, CACHE_CAPACITY, ENCODER_ATTEN
                             present_value, source_axis)
 from .marian import MarianWeights
 from .onnxbuild import GraphBuilder, value_info
-from .outputgraphs import build_projection, build_shortlist_projection, output_projection, output_table
+from .outputgraphs import (build_projection, build_shortlist_projection, output_projection, output_table,
+                           shortlist_kind)
 from .quantize import QuantizeOptions
 from .weightsfile import SharedWeights
 
@@ -253,8 +254,10 @@ def write_graphs(w: MarianWeights, quant: QuantizeOptions, out: Path, weights_fi
     graphs = [("encoder", build_encoder(w, build_quant)),
               ("decoder", build_decoder(w, build_quant, untie_output, output_ids, ragged, split))]
     if split:
+        has_bias = output_table(w, build_quant)["bias"] is not None
         graphs += [("projection", build_projection(w, build_quant)),
-                   ("shortlist", build_shortlist_projection(w, build_quant))]
+                   ("shortlist", build_shortlist_projection(shortlist_kind(w, build_quant), w.shape.d_model, has_bias,
+                                                            build_quant))]
     try:
         for name, graph in graphs:
             model = graph.model(shared, weights_file, f"edge-translator {name} for {w.shape.d_model}-d Marian")

@@ -144,15 +144,18 @@ def output_table(w: MarianWeights, quant: QuantizeOptions) -> dict[str, np.ndarr
             "bias": None if bias is None else np.ascontiguousarray(bias, np.float32)}
 
 
-def build_shortlist_projection(w: MarianWeights, quant: QuantizeOptions) -> GraphBuilder:
+def build_shortlist_projection(kind: str, d: int, bias: bool, quant: QuantizeOptions | None = None) -> GraphBuilder:
     """The output layer on gathered rows: ``hidden`` and the rows' weights (:func:`output_table`,
-    gathered; int8 codes transposed to [D, N]) → ``logits`` [B, T, N]."""
+    gathered; int8 codes transposed to [D, N]) → ``logits`` [B, T, N].
+
+    Args:
+        kind: :func:`shortlist_kind`.
+        d: d_model.
+        bias: Whether the int8 layer has a bias (float32 and dynamic layers always take one).
+    """
     from onnx import TensorProto
 
-    kind = shortlist_kind(w, quant)
-    table = output_table(w, quant)
-    d = w.shape.d_model
-    g = GraphBuilder("shortlist", quant)
+    g = GraphBuilder("shortlist", quant or QuantizeOptions(mode="none"))
     g.inputs = [value_info(HIDDEN, TensorProto.FLOAT, [BATCH, NEW_LENGTH, d])]
     if kind == FLOAT:
         g.inputs += [value_info(OUTPUT_WEIGHT, TensorProto.FLOAT, [SHORTLIST_COLUMNS, d]),
@@ -163,12 +166,11 @@ def build_shortlist_projection(w: MarianWeights, quant: QuantizeOptions) -> Grap
     else:
         g.inputs += [value_info(OUTPUT_WEIGHT, TensorProto.INT8, [d, SHORTLIST_COLUMNS]),
                      value_info(OUTPUT_SCALE, TensorProto.FLOAT, [SHORTLIST_COLUMNS])]
-        if table["bias"] is not None:
+        if bias or kind == DYNAMIC:
             g.inputs.append(value_info(OUTPUT_BIAS, TensorProto.FLOAT, [SHORTLIST_COLUMNS]))
         if kind == ROWWISE:
             scale_b = g.op("Mul", [OUTPUT_SCALE, g.scalar("c.row_unit", ROW_CODE_UNIT)], name="lm_head.scale_b")
-            logits = g.row_matmul(HIDDEN, OUTPUT_WEIGHT, scale_b, None if table["bias"] is None else OUTPUT_BIAS,
-                                  "lm_head")
+            logits = g.row_matmul(HIDDEN, OUTPUT_WEIGHT, scale_b, OUTPUT_BIAS if bias else None, "lm_head")
         else:
             g.quantized_nodes.append("lm_head")
             logits = g.op("DynamicQuantizeMatMul", [HIDDEN, OUTPUT_WEIGHT, OUTPUT_SCALE, "", OUTPUT_BIAS],
