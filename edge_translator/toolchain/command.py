@@ -1,4 +1,5 @@
-"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``schemes``, ``eval``, ``upgrade``.
+"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``schemes``, ``eval``, ``shortlist``,
+``shortlist-curve``, ``upgrade``.
 
 Argument parsing and printing only. Each command imports the toolchain module that does
 its work when it runs, so declaring these subcommands needs neither torch, transformers
@@ -51,7 +52,7 @@ def add_parsers(sub) -> None:
     ex.add_argument("--shortlist-top-k", type=int, metavar="K",
                     help="target pieces kept per source piece (default 50)")
     ex.add_argument("--shortlist-frequent", type=int, metavar="N",
-                    help="most frequent target tokens always allowed (default 2000)")
+                    help="most frequent target tokens always allowed (default 4000)")
     ex.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     ex.set_defaults(func=cmd_export)
 
@@ -107,7 +108,38 @@ def add_parsers(sub) -> None:
     ev.add_argument("--batch-size", type=int, default=32)
     ev.add_argument("--torch", action="store_true", help="score the PyTorch model in BUNDLE instead")
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    ev.add_argument("--no-shortlist", action="store_true", help="use the whole vocabulary even when the bundle "
+                    "has a shortlist")
     ev.set_defaults(func=cmd_eval)
+
+    sl = sub.add_parser("shortlist", help="give an existing bundle a vocabulary shortlist (or count its lists "
+                        "again), offline, without the PyTorch weights (extra 'export': onnx)")
+    sl.add_argument("bundle", help="bundle directory (fp32, int8 or int8r); replaced once the new one is complete")
+    sl.add_argument("--out", help="write the new bundle to this new directory instead, leaving BUNDLE as it is")
+    sl.add_argument("--corpus", metavar="FILE", help="count the lists on these pairs (TSV: en<TAB>zh, or Tatoeba's "
+                    "cmn_id, zh, en_id, en); default: the model's own translations of the English shipped with "
+                    "the toolchain")
+    sl.add_argument("--english", metavar="FILE", help="count the lists on the model's own translations of this "
+                    "English instead (one sentence a line, or a pairs TSV's English), e.g. what it will translate")
+    sl.add_argument("--top-k", type=int, metavar="K", help="target pieces kept per source piece (default 50)")
+    sl.add_argument("--frequent", type=int, metavar="N", help="most frequent target tokens always allowed "
+                    "(default 4000)")
+    sl.set_defaults(func=cmd_shortlist)
+
+    cu = sub.add_parser("shortlist-curve", help="how often output under a vocabulary shortlist equals the whole "
+                        "vocabulary's, for each size (to choose --shortlist-top-k and --shortlist-frequent)")
+    cu.add_argument("bundle", help="bundle directory (its whole vocabulary is used)")
+    cu.add_argument("--test", action="append", required=True, metavar="FILE",
+                    help="English to measure on: one sentence a line, or a pairs TSV (repeatable)")
+    cu.add_argument("--english", metavar="FILE", help="English the lists are counted on, from the model's own "
+                    "translations (default: the corpus shipped with the toolchain, as export does)")
+    cu.add_argument("--top-k", default="25,50,100", help="comma-separated values (default 25,50,100)")
+    cu.add_argument("--frequent", default="1000,2000,4000", help="comma-separated values (default 1000,2000,4000)")
+    cu.add_argument("--threads", type=int)
+    cu.add_argument("--json", metavar="FILE", help="also write the curve as JSON")
+    cu.add_argument("--decode", action="store_true", help="also decode the tests with the bundle's own shortlist "
+                    "and count the sentences that come out as with the whole vocabulary")
+    cu.set_defaults(func=cmd_shortlist_curve)
 
     up = sub.add_parser("upgrade", help="bring an int8r bundle exported before the 64-step activation codes up to "
                         "date, offline (extra 'export': onnx)")
@@ -176,6 +208,11 @@ def _print_summary(out: Path) -> None:
         print(f"FP32 vs PyTorch: max |logit diff| {parity['max_abs_logit_diff']:.2e} against float64, where PyTorch "
               f"float32 differs by {parity.get('torch_fp32_max_abs_logit_diff', float('nan')):.2e} "
               f"(allowed {parity.get('allowed_abs_logit_diff', float('nan')):.2e}), over {parity['sentences']} sentences")
+    agreement = validation.get("shortlist_agreement")
+    if agreement:
+        print(f"shortlist vs whole vocabulary greedy: {agreement['identical']}/{agreement['sentences']} sentences "
+              f"identical, {agreement['batch_differ']} differ batched vs one at a time, "
+              f"{agreement['mean_columns']:.0f} of {agreement['vocabulary']} columns a sentence")
     restricted = validation.get("restriction_agreement")
     if restricted:
         print(f"restricted vs full output layer: {restricted['identical']}/{restricted['sentences']} identical")
@@ -290,12 +327,75 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.torch:
         result = evaluate.evaluate_torch(args.bundle, args.pairs, args.limit)
     else:
-        result = evaluate.evaluate_bundle(args.bundle, args.pairs, args.limit, args.threads, args.batch_size)
+        result = evaluate.evaluate_bundle(args.bundle, args.pairs, args.limit, args.threads, args.batch_size,
+                                          shortlist=not args.no_shortlist)
     if args.json:
         print(json.dumps(result))
     else:
         print(f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['sentences']} sentences, "
               f"{result['seconds']} s)  {result['signature']}")
+    return 0
+
+
+def cmd_shortlist(args: argparse.Namespace) -> int:
+    """Add a vocabulary shortlist to an existing bundle (see toolchain.addshortlist)."""
+    from .addshortlist import add_shortlist
+    from .shortlist import DEFAULT_FREQUENT, DEFAULT_TOP_K, ShortlistOptions
+
+    sizes = {"--top-k": args.top_k, "--frequent": args.frequent}
+    for flag, value in sizes.items():
+        if value is not None and value < 0:
+            raise InputError(f"{flag} must be at least 0, not {value}")
+    options = ShortlistOptions(top_k=DEFAULT_TOP_K if args.top_k is None else args.top_k,
+                               frequent=DEFAULT_FREQUENT if args.frequent is None else args.frequent)
+    out = add_shortlist(args.bundle, args.out, args.corpus, options, args.english)
+    _print_summary(out)
+    return 0
+
+
+def cmd_shortlist_curve(args: argparse.Namespace) -> int:
+    """Measure a shortlist's agreement with the whole vocabulary for a grid of sizes."""
+    import json
+
+    from ..core.bundle import load_bundle
+    from ..core.decode import Seq2Seq
+    from ..core.tokenizer import Tokenizer
+    from .shortlistcurve import decode_agreement, default_build, read_english, render_curve, shortlist_curve
+
+    def numbers(text: str, flag: str) -> list[int]:
+        try:
+            values = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values or min(values) < 0:
+            raise InputError(f"{flag} takes comma-separated whole numbers of at least 0, not {text!r}")
+        return values
+
+    top_ks, frequents = numbers(args.top_k, "--top-k"), numbers(args.frequent, "--frequent")
+    tests = {Path(t).stem: read_english(t) for t in args.test}
+    build = read_english(args.english) if args.english else default_build()
+    bundle = load_bundle(args.bundle)
+    tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                               bundle.pad_id)
+    model = Seq2Seq.load(bundle, args.threads)
+    target_id = bundle.targets[bundle.default_target].id
+    if args.decode:
+        if model.shortlist is None:
+            raise InputError(f"{args.bundle} has no shortlist to decode with; export it with --shortlist")
+        agreement = decode_agreement(model, tokenizer, target_id, tests)
+        for name, figures in agreement.items():
+            print(f"{name}: {figures['identical']} of {figures['sentences']} sentences identical under the bundle's "
+                  f"shortlist ({100 * figures['share']:.2f}%)")
+        if args.json:
+            Path(args.json).with_suffix(".decode.json").write_text(json.dumps(agreement, indent=1) + "\n",
+                                                                   encoding="utf-8")
+    curve = shortlist_curve(model, tokenizer, target_id, build, tests, top_ks, frequents)
+    curve["english"] = args.english or "the corpus shipped with the toolchain"
+    print(f"lists counted on the model's own translations of {curve['build_sentences']} sentences "
+          f"({curve['english']})")
+    print(render_curve(curve, list(tests)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -61,20 +61,21 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
 
 
 def evaluate_bundle(bundle: str | Path, pairs: str | Path, limit: int | None = None, threads: int | None = None,
-                    batch_size: int = 32, hypotheses_out: list | None = None) -> dict:
+                    batch_size: int = 32, hypotheses_out: list | None = None, shortlist: bool = True) -> dict:
     """Translate the pairs' English with a bundle (greedy, defaults) and score it.
 
     Args:
         hypotheses_out: If given, the translations are appended to it.
+        shortlist: Use the bundle's vocabulary shortlist, when it has one.
     """
     from ..core.engine import EngineOptions
-    from ..core.translator import Translator
+    from ..core.translator import TranslateOptions, Translator
 
     sources, references = read_eval_pairs(pairs, limit)
     with Translator.load(bundle, threads=threads, cache=None,
                          engine=EngineOptions(max_batch_size=batch_size)) as translator:
         start = time.perf_counter()
-        hypotheses = translator.translate_batch(sources)
+        hypotheses = translator.translate_batch(sources, TranslateOptions(shortlist=shortlist))
     if hypotheses_out is not None:
         hypotheses_out.extend(hypotheses)
     result = score(hypotheses, references)
