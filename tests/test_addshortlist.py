@@ -95,3 +95,23 @@ def test_refusals_leave_the_bundle_as_it_was(tmp_path, corpus):
     stderr = result.stderr.decode()
     assert result.returncode != 0 and "does not exist" in stderr and len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_shortlist_curve_measures_and_refuses_bad_input_in_one_line(int8r_plain, corpus, tmp_path):
+    english = tmp_path / "english.txt"
+    english.write_text("Hello world.\nWhere is the station?\nI like tea.\n", encoding="utf-8")
+    out = tmp_path / "curve.json"
+    result = run_cli("shortlist-curve", str(int8r_plain), "--english", str(english), "--test", str(corpus),
+                     "--top-k", "0,5", "--frequent", "3", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    curve = json.loads(out.read_text())
+    assert [(p["top_k"], p["frequent"]) for p in curve["points"]] == [(0, 3), (5, 3)]
+    assert all(0 <= p["pairs"]["sentence_coverage"] <= 1 for p in curve["points"])
+    assert "| 5 | 3 |" in result.stdout.decode()
+    for args, message in ((["--test", str(corpus), "--top-k", "x"], "--top-k takes comma-separated"),
+                          (["--test", str(tmp_path / "missing.txt")], "does not exist"),
+                          (["--test", str(tmp_path)], "cannot read"),
+                          (["--test", str(corpus), "--decode"], "has no shortlist")):
+        result = run_cli("shortlist-curve", str(int8r_plain), *args)
+        stderr = result.stderr.decode()
+        assert result.returncode != 0 and message in stderr and len(stderr.strip().splitlines()) == 1, (args, stderr)

@@ -28,6 +28,8 @@ def read_eval_pairs(path: str | Path, limit: int | None = None) -> tuple[list[st
         raise InputError(f"pairs file {path} does not exist") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"pairs file {path} is not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path} ({exc.strerror or exc})") from None
     sources, references = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -32,6 +32,7 @@ import numpy as np
 from ..core.errors import ExportError, InputError
 from ..core.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist  # noqa: F401 (read_shortlist: for callers)
 from ..core.tokenizer import SPIECE_UNDERLINE, Tokenizer
+from .evaluate import read_eval_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -81,28 +82,11 @@ def read_corpus(path: str | Path) -> list[tuple[str, str]]:
         InputError: If the file is missing, unreadable, not UTF-8, empty, or a line has another
             number of columns.
     """
-    path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"shortlist corpus: pairs file {path} does not exist") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"shortlist corpus: pairs file {path} is not UTF-8 (byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"shortlist corpus: cannot read {path} ({exc.strerror or exc})") from None
-    pairs = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        cols = line.split("\t")
-        if len(cols) not in (2, 4):
-            raise InputError(f"shortlist corpus: {path}:{number}: expected 2 columns (en, zh) or 4 (cmn_id, zh, "
-                             f"en_id, en), found {len(cols)}")
-        en, zh = (cols[3], cols[1]) if len(cols) == 4 else cols
-        pairs.append((en.strip(), zh.strip()))
-    if not pairs:
-        raise InputError(f"shortlist corpus: pairs file {path} has no pairs")
-    return pairs
+        english, chinese = read_eval_pairs(path)
+    except InputError as exc:
+        raise InputError(f"shortlist corpus: {exc}") from None
+    return list(zip(english, chinese))
 
 
 def default_sentences() -> tuple[list[str], str]:

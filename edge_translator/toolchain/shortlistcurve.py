@@ -38,6 +38,8 @@ def read_english(path: str | Path) -> list[str]:
         raise InputError(f"{path} does not exist") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{path} is not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path} ({exc.strerror or exc})") from None
     if "\t" in text:
         return read_eval_pairs(path)[0]
     sentences = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
