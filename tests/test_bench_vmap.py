@@ -170,21 +170,17 @@ def shortlisted(bundle_copy, parts, shortlist) -> Path:
     return bundle_copy
 
 
-def test_vmap_engine_decodes_with_the_map_at_the_best_setting(tmp_path, shortlisted, ct2_model, parts, shortlist):
+def test_vmap_engine_decodes_with_the_map_of_the_shipped_bundle(tmp_path, shortlisted, ct2_model, parts, shortlist):
     from edge_translator.bench import bench
 
     bundle, tok, vocab = parts
     source = tok.encode("help the dog", bundle.targets[bundle.default_target].id)
-    assert bench.ct2_vmap_engines({"ours-int8": bundle.path}, "ours-int8", ct2_model, vocab, source) is None
-    engines = bench.ct2_vmap_engines({"ours-int8": bundle.path, "ours-int8r": shortlisted}, "ours-int8", ct2_model,
-                                     vocab, source)
-    assert engines.bundle == "ours-int8r"  # the shipped bundle has no shortlist: the first that has one
-    shipped_first = bench.ct2_vmap_engines({"ours-q8": shortlisted, "ours-int8r": shortlisted}, "ours-int8r",
-                                           ct2_model, vocab, source)
-    assert shipped_first.bundle == "ours-int8r"
-    setting, measured = engines.at_best({"1x1": 5.0, "1x2": 9.0, "1x0": 7.0})
-    engine = measured["ct2-int8-vmap"]
-    assert setting == "1x2" and engines.at_best({"1x2": 1.0})[1]["ct2-int8-vmap"] is engine  # loaded once
+    assert bench.vmap_source({"ours-int8": bundle.path}, "ours-int8", ct2_model) is None
+    name, model_dir = bench.vmap_source({"ours-int8": bundle.path, "ours-int8r": shortlisted}, "ours-int8", ct2_model)
+    assert name == "ours-int8r"  # the shipped bundle has no shortlist: the first that has one
+    assert bench.vmap_source({"ours-q8": shortlisted, "ours-int8r": shortlisted}, "ours-int8r", ct2_model)[0] == \
+        "ours-int8r"
+    engine = bench.CT2Engine(model_dir, vocab, 1, 1, use_vmap=True)
     calls, translator = [], engine.translator
 
     class Spy:
@@ -215,10 +211,14 @@ def test_bench_times_ct2_with_its_vmap_at_each_measures_best_setting(tmp_path, s
     sweep = result.ct2_sweep
     assert sweep["vmap"]["bundle"] == "ours-int8r"  # the shipped bundle's shortlist
     assert result.batch1_tok_s["ct2-int8-vmap"] > 0
-    assert sweep["vmap"]["batch1"] == max(sweep["batch1"], key=sweep["batch1"].get)
+    own = sweep["vmap"]["sweep"]  # swept at every setting, like ct2-int8, in the same rounds
+    assert set(own["batch1"]) == {"1x1", "1x2"} and sweep["vmap"]["batch1"] == max(own["batch1"], key=own["batch1"].get)
+    assert result.batch1_tok_s["ct2-int8-vmap"] == max(own["batch1"].values())
     assert set(result.batched_tok_s["ct2-int8-vmap"]) == {"1", "4"}
-    for size, rates in sweep["batched"].items():
+    for size, rates in own["batched"].items():
         assert set(rates) == {"1x1", "1x2"} and sweep["vmap"]["batched"][size] == max(rates, key=rates.get)
+        assert result.batched_tok_s["ct2-int8-vmap"][size] == max(rates.values())
+    assert set(own["batched"]) == {"1", "4"}
     assert (tmp_path / "ct2-vmap" / VMAP_FILE).is_file() and not (ct2 / VMAP_FILE).exists()
     report = render_markdown(result, "plot.png")
     assert f"| ct2-int8-vmap ({sweep['vmap']['batch1']}) |" in report and "| ct2-int8-vmap |" in report

@@ -12,8 +12,8 @@ for that measure: a ratio to a peer means something only at the peer's best sett
 2 vCPUs, one intra thread is 1.7–2× faster than two at batch 1). Its own default
 (``ct2-int8-default``, one translator with ``intra_threads=0``) is reported beside it. When
 a bundle has a vocabulary shortlist, ``ct2-int8-vmap`` is CTranslate2 with ``use_vmap=True``
-and a vocabulary map written from those lists (:mod:`.vmap`), at the best setting of each
-measure, timed after the sweep.
+and a vocabulary map written from those lists (:mod:`.vmap`), swept over the same thread
+settings in the same alternating rounds, at its own best setting of each measure.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 CT2_DEFAULT = (1, 0)
 #: Prefix of the engine name of one CTranslate2 setting, e.g. ``ct2-int8@2x1``.
 CT2_PREFIX = "ct2-int8@"
+VMAP_PREFIX = "ct2-int8-vmap@"
 
 
 @dataclass(frozen=True)
@@ -186,40 +187,16 @@ class CT2Engine:
         return new_tokens * len(sources)
 
 
-class CT2VmapEngines:
-    """CTranslate2 with its vocabulary map, at the best setting of each measure's sweep (it
-    has no sweep of its own): one translator per setting, loaded and warmed when first needed.
-    """
-
-    def __init__(self, bundle: str, model_dir: Path, vocab: dict[str, int], warm: list[int]):
-        self.bundle = bundle
-        """The engine name of the bundle whose shortlist the map was written from."""
-        self.model_dir, self.vocab, self.warm = model_dir, vocab, warm
-        self.loaded: dict[str, CT2Engine] = {}
-
-    def at_best(self, sweep: dict[str, float]) -> tuple[str, dict]:
-        """``(setting, {"ct2-int8-vmap": engine})`` at the fastest ``INTERxINTRA`` setting of ``sweep``."""
-        setting = max(sweep, key=sweep.get)
-        if setting not in self.loaded:
-            inter, intra = (int(x) for x in setting.split("x"))
-            engine = CT2Engine(self.model_dir, self.vocab, inter, intra, use_vmap=True)
-            engine.run([self.warm], 4, 1)
-            self.loaded[setting] = engine
-        return setting, {CT2_VMAP: self.loaded[setting]}
-
-
-def ct2_vmap_engines(bundles: dict[str, Path], shipped: str, ct2_dir: Path, vocab: dict[str, int],
-                     warm: list[int]) -> CT2VmapEngines | None:
-    """CTranslate2 with a vocabulary map written from the shortlist of the shipped bundle (or,
-    if it has none, of the first bundle that has one) into a copy of ``ct2_dir``; ``None``
-    when no bundle has a shortlist."""
+def vmap_source(bundles: dict[str, Path], shipped: str, ct2_dir: Path) -> tuple[str, Path] | None:
+    """``(engine name, model directory)``: CTranslate2's model with a vocabulary map written
+    from the shortlist of the shipped bundle (or, if it has none, of the first bundle that has
+    one), a copy of ``ct2_dir``; ``None`` when no bundle has a shortlist."""
     for name in sorted(bundles, key=lambda n: n != shipped):
         bundle = load_bundle(bundles[name], verify=False)  # verified by run_benchmark's load already
         entry = bundle.manifest.get("shortlist")
         if entry:
-            model = vmap_model(ct2_dir, read_shortlist(bundle.path, entry),
-                               json.loads(bundle.vocab.read_text(encoding="utf-8")))
-            return CT2VmapEngines(name, model, vocab, warm)
+            return name, vmap_model(ct2_dir, read_shortlist(bundle.path, entry),
+                                    json.loads(bundle.vocab.read_text(encoding="utf-8")))
     return None
 
 
@@ -247,9 +224,18 @@ def _time(engine, sources, new_tokens, batch_size) -> tuple[int, float]:
     return produced, time.perf_counter() - start
 
 
-def ct2_name(setting: tuple[int, int]) -> str:
-    """Engine name of a CTranslate2 setting: ``ct2-int8@INTERxINTRA``."""
-    return f"{CT2_PREFIX}{setting[0]}x{setting[1]}"
+def ct2_name(setting: tuple[int, int], prefix: str = CT2_PREFIX) -> str:
+    """Engine name of a CTranslate2 setting: ``ct2-int8@INTERxINTRA`` (``ct2-int8-vmap@...`` with its vmap)."""
+    return f"{prefix}{setting[0]}x{setting[1]}"
+
+
+def pick_vmap_best(rates: dict) -> tuple[dict, dict]:
+    """Fold CTranslate2-with-its-vmap's settings of one measure into ``ct2-int8-vmap`` (the
+    best); returns ``(rates, {setting: rate})``. Without any, unchanged."""
+    sweep = {k.removeprefix(VMAP_PREFIX): v for k, v in rates.items() if k.startswith(VMAP_PREFIX)}
+    if not sweep:
+        return rates, {}
+    return {**{k: v for k, v in rates.items() if not k.startswith(VMAP_PREFIX)}, CT2_VMAP: max(sweep.values())}, sweep
 
 
 def pick_ct2_best(rates: dict) -> tuple[dict, dict]:
@@ -392,31 +378,34 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     factories["torch"] = lambda: TorchEngine(hf_dir, opts.threads)
     for setting in opts.ct2_settings:
         factories[ct2_name(setting)] = lambda s=setting: CT2Engine(ct2_dir, vocab, *s)
+    vmap = vmap_source(bundles, opts.shipped, ct2_dir) if "ct2-int8" in opts.engines else None
+    for setting in opts.ct2_settings if vmap else ():  # swept like ct2-int8, in the same alternating rounds
+        factories[ct2_name(setting, VMAP_PREFIX)] = lambda s=setting: CT2Engine(vmap[1], vocab, *s, use_vmap=True)
     for name in opts.engines:
-        for key in [name] if name != "ct2-int8" else [ct2_name(s) for s in opts.ct2_settings]:
+        ct2_keys = [ct2_name(s, p) for p in (CT2_PREFIX, VMAP_PREFIX) for s in opts.ct2_settings]
+        for key in [name] if name != "ct2-int8" else ct2_keys:
             if key in factories:
                 engines[key] = factories[key]()
     long_text = " ".join(sentences)
     ids = tokenizer.encode(long_text, target)
     source = ids[: opts.source_tokens - 1] + [bundle.eos_id]
-    result.batch1_tok_s, sweep = pick_ct2_best(batch1(engines, source, opts))
+    rates, vmap_sweep = pick_vmap_best(batch1(engines, source, opts))
+    result.batch1_tok_s, sweep = pick_ct2_best(rates)
     result.ct2_sweep = {"default": ct2_name(CT2_DEFAULT).removeprefix(CT2_PREFIX), "batch1": sweep, "batched": {}}
-    vmap = ct2_vmap_engines(bundles, opts.shipped, ct2_dir, vocab, source) if sweep else None
-    if vmap:
-        setting, engine = vmap.at_best(sweep)
-        result.batch1_tok_s |= batch1(engine, source, opts)
-        result.ct2_sweep["vmap"] = {"bundle": vmap.bundle, "batch1": setting, "batched": {}}
+    if vmap_sweep:
+        result.ct2_sweep["vmap"] = {"bundle": vmap[0], "batch1": max(vmap_sweep, key=vmap_sweep.get), "batched": {},
+                                    "sweep": {"batch1": vmap_sweep, "batched": {}}}
     limit = bundle.max_positions
     sources = [tokenizer.encode(s, target)[:limit] for s in sentences[: opts.batched_sentences]]
     batched_engines = {k: v for k, v in engines.items() if k not in UNBATCHED}
     curves = batched(batched_engines, sources, opts)
     for size in (str(s) for s in opts.batch_sizes):
-        rates, sweep = pick_ct2_best({name: curve[size] for name, curve in curves.items() if size in curve})
+        rates, vmap_sweep = pick_vmap_best({name: curve[size] for name, curve in curves.items() if size in curve})
+        rates, sweep = pick_ct2_best(rates)
         result.ct2_sweep["batched"][size] = sweep
-        if vmap and sweep:
-            setting, engine = vmap.at_best(sweep)
-            rates[CT2_VMAP] = batched(engine, sources, replace(opts, batch_sizes=(int(size),)))[CT2_VMAP][size]
-            result.ct2_sweep["vmap"]["batched"][size] = setting
+        if vmap_sweep:
+            result.ct2_sweep["vmap"]["batched"][size] = max(vmap_sweep, key=vmap_sweep.get)
+            result.ct2_sweep["vmap"]["sweep"]["batched"][size] = vmap_sweep
         for name, rate in rates.items():
             result.batched_tok_s.setdefault(name, {})[size] = rate
     result.text = {"sentences": len(sources), "mean_source_tokens": round(float(np.mean([len(s) for s in sources])), 1),

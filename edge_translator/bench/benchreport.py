@@ -193,15 +193,20 @@ def _vmap_note(sweep: dict) -> list[str]:
     vmap = (sweep or {}).get("vmap")
     if not vmap:
         return []
-    return [f"`{CT2_VMAP}` is CTranslate2 with `use_vmap=True` at the best setting of each measure, its",
-            f"vocabulary map written from the shortlist of `{vmap.get('bundle')}`: the same candidate lists as",
-            "our shortlisted output layer."]
+    return [f"`{CT2_VMAP}` is CTranslate2 with `use_vmap=True` at its own best setting of each measure (swept",
+            "like `ct2-int8`, in the same alternating rounds), its vocabulary map written from",
+            f"the shortlist of `{vmap.get('bundle')}`: the same candidate lists as our shortlisted output layer."]
 
 
 def render_ct2_sweep(sweep: dict) -> list[str]:
     """The CTranslate2 thread sweep: tokens/s per ``inter × intra`` setting and measure, best in bold."""
     measures = [("batch 1", sweep.get("batch1") or {})]
     measures += [(f"batched, batch size {size}", rates) for size, rates in (sweep.get("batched") or {}).items()]
+    own = ((sweep.get("vmap") or {}).get("sweep")) or {}
+    if own:  # CTranslate2 with its vmap, swept the same way: the best of each is ct2-int8-vmap
+        measures += [("batch 1, with its vmap", own.get("batch1") or {})]
+        measures += [(f"batched, batch size {size}, with its vmap", rates)
+                     for size, rates in (own.get("batched") or {}).items()]
     settings = list(dict.fromkeys(k for _, rates in measures for k in rates))
     if not settings:
         return []
@@ -209,7 +214,7 @@ def render_ct2_sweep(sweep: dict) -> list[str]:
     lines = ["", "### CTranslate2 at each setting", "",
              "Tokens/s of CTranslate2 int8 at each `inter_threads` × `intra_threads` (`0` lets it choose), in",
              "the same alternating rounds as the tables above; the best of each measure (bold) is the",
-             "`ct2-int8` every ratio divides by.", "",
+             "`ct2-int8` every ratio divides by" + (" (`ct2-int8-vmap` in the rows with its vmap)." if own else "."), "",
              "| measure | " + " | ".join(label[k] for k in settings) + " |",
              "|---" * (len(settings) + 1) + "|"]
     for measure, rates in measures:
