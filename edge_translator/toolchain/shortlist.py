@@ -32,7 +32,7 @@ import numpy as np
 from ..core.errors import ExportError, InputError
 from ..core.shortlist import SHORTLIST_FILE, Shortlist, read_shortlist  # noqa: F401 (read_shortlist: for callers)
 from ..core.tokenizer import SPIECE_UNDERLINE, Tokenizer
-from .evaluate import read_eval_pairs
+from .pairs import read_eval_pairs
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from .evaluate import read_eval_pairs
+from .pairs import read_eval_pairs
 from .shortlist import ShortlistOptions, build_shortlist, coverage, default_sentences, translation_ids
 
 logger = logging.getLogger(__name__)
