@@ -416,11 +416,12 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     result.peak_rss_mb = {name: peak_rss(d, opts) for name, d in bundles.items()
                           if name in engines and name not in UNBATCHED}
     result.sizes_mb = {**{name: dir_mb(d) for name, d in bundles.items()}, "ct2-int8": dir_mb(ct2_dir)}
-    gbs = memory_bandwidth_gbs()
-    result.bandwidth = {"read_gb_s": round(gbs, 1), "per_bundle": {}}
+    result.bandwidth = {"read_gb_s": round(memory_bandwidth_gbs(threads=opts.threads), 1),
+                        "threads": opts.threads, "per_bundle": {}}
     for name, d in bundles.items():
         step = bytes_per_step(d)
-        result.bandwidth["per_bundle"][name] = {"bytes_per_step_mb": round(step / 1e6, 1),
+        gbs = memory_bandwidth_gbs(step / (1 << 20), threads=opts.threads)
+        result.bandwidth["per_bundle"][name] = {"bytes_per_step_mb": round(step / 1e6, 1), "read_gb_s": round(gbs, 1),
                                                 "ceiling_tok_s": round(gbs * 1e9 / step, 1)}
     return result
 

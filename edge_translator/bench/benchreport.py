@@ -96,7 +96,8 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         f"- CPU: {m.get('cpu', '?')}, {m.get('cpus')} logical CPUs; SIMD: {', '.join(m.get('simd', []))}",
         f"- Python {m.get('python')}, onnxruntime {m.get('onnxruntime')}, torch {m.get('torch')}, "
         f"transformers {m.get('transformers')}, ctranslate2 {m.get('ctranslate2')}",
-        f"- Memory read bandwidth (numpy sum over 512 MB): {result.bandwidth.get('read_gb_s')} GB/s",
+        f"- Memory read bandwidth (numpy sums over 512 MB, {result.bandwidth.get('threads', 1)} thread(s)): "
+        f"{result.bandwidth.get('read_gb_s')} GB/s",
         "",
         "## Model",
         "",
@@ -110,16 +111,17 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "",
         "## Batch 1",
         "",
-        "The ceiling is what reading each step's weights once allows at the measured bandwidth,",
-        "which is one numpy thread's: a share above 100% means two threads read faster than one,",
-        "or that part of the weights stays in the CPU's caches between steps.",
+        "The ceiling is what reading each step's weights once allows: the bytes a step reads, at",
+        "the rate numpy's sums read an array of that size with the engines' threads (a step's",
+        "weights stay in a large last-level cache between steps, so this is mostly the cache's rate).",
         "",
         "`ct2-int8` is CTranslate2 at its best thread setting for this measure (see *CTranslate2 at",
         "each setting*), `ct2-int8-default` at its own default.",
         *_vmap_note(result.ct2_sweep),
         "",
-        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | ceiling tokens/s | of ceiling |",
-        "|---|---|---|---|---|---|---|",
+        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | read GB/s | ceiling tokens/s "
+        "| of ceiling |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     sweep = (result.ct2_sweep or {}).get("batch1") or {}
     vmap = (result.ct2_sweep or {}).get("vmap") or {}
@@ -129,7 +131,7 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
     for name, rate in b1.items():
         bw = per_bundle.get(name, {})
         lines.append(f"| {labels.get(name) or name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
-                     f"{bw.get('bytes_per_step_mb', '')} | {bw.get('ceiling_tok_s', '')} | "
+                     f"{bw.get('bytes_per_step_mb', '')} | {bw.get('read_gb_s', '')} | {bw.get('ceiling_tok_s', '')} | "
                      f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
     if CT2_VMAP in b1:
         lines += ["", "vs CTranslate2 with its vmap: " + ", ".join(
