@@ -47,7 +47,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
                              "or pipe the text through standard input") from None
     options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length,
                                shortlist=not args.no_shortlist)
-    translator = Translator.load(args.model, threads=args.threads)
+    translator = Translator.load(args.model, threads=args.threads, workers=args.workers)
     if args.target and args.target not in translator.bundle.targets:
         raise ValueError(f"--target {args.target} is not offered by this model; choose one of "
                          f"{', '.join(sorted(translator.bundle.targets))}")
@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("text", nargs="*", help="text to translate; '-' or nothing reads standard input")
     tr.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, then the embedded model)")
     tr.add_argument("--target", help="zh-Hans (default) or zh-Hant")
-    tr.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
+    tr.add_argument("--threads", type=int, help="ONNX Runtime threads of each worker (default: physical cores "
+                    "shared among the workers)")
+    tr.add_argument("--workers", type=int, default=1, help="decoding workers, each with its own copy of the model and --threads threads (default 1; see docs/engine.md)")
     tr.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
     tr.add_argument("--max-length", type=int, help="most new tokens per sentence (default: automatic)")
     tr.add_argument("--no-shortlist", action="store_true",

@@ -32,8 +32,10 @@ import numpy as np
 
 from ..core.bundle import load_bundle
 from ..core.decode import Seq2Seq
+from ..core.engine import Engine, EngineOptions, Priority
 from ..core.errors import EdgeTranslatorError, ExportError, require
 from ..core.shortlist import read_shortlist
+from ..core.ticket import Request
 from ..core.tokenizer import Tokenizer
 from .benchreport import CT2_VMAP, BenchResult
 from .machine import dir_mb, machine_info, memory_bandwidth_gbs
@@ -78,6 +80,15 @@ class BenchOptions:
     (``intra_threads=0`` is CTranslate2's automatic choice)."""
     shipped: str = "ours-int8r"
     """The bundle whose latency, start-up and memory are reported, and the ratios' numerator."""
+    ours_workers: tuple[tuple[int, int], ...] = ((2, 1),)
+    """``(workers, threads)`` settings of the engine (``Translator.load(workers=...)``) at which
+    :data:`WORKER_ENGINES` are also measured batched, as ``NAME@WxT``: the sentences go to the
+    engine as one bulk job, as ``edge-translator docs --workers W --threads T`` would give them.
+    At batch 1 one sentence runs on one worker, so the plain engine is the measure there."""
+
+
+#: Our engines measured batched at :attr:`BenchOptions.ours_workers` too.
+WORKER_ENGINES = ("ours-int8r", "ours-int8r-sl")
 
 
 def bytes_per_step(bundle_dir: Path) -> int:
@@ -127,6 +138,25 @@ class OursEngine:
             for hyp in self.model.greedy_all(batch, new_tokens, min_new_tokens=new_tokens):
                 if len(hyp.ids) + 1 < new_tokens:
                     raise ExportError(f"decoded {len(hyp.ids)} tokens, expected {new_tokens}")
+        return new_tokens * len(sources)
+
+
+class OursWorkers:
+    """This runtime's engine with several workers, each with its own copy of the sessions."""
+
+    def __init__(self, bundle_dir: Path, workers: int, threads: int):
+        bundle = load_bundle(bundle_dir)
+        self.models = [Seq2Seq.load(bundle, threads) for _ in range(workers)]
+
+    def run(self, sources: list[list[int]], new_tokens: int, batch_size: int) -> int:
+        engine = Engine(self.models, EngineOptions(max_batch_size=batch_size), min_new_tokens=new_tokens)
+        try:
+            ticket = engine.submit([Request(tuple(s), new_tokens) for s in sources], Priority.BULK)
+            for outcome in ticket.completed():
+                if len(outcome.hypothesis.ids) + 1 < new_tokens:
+                    raise ExportError(f"decoded {len(outcome.hypothesis.ids)} tokens, expected {new_tokens}")
+        finally:
+            engine.close()
         return new_tokens * len(sources)
 
 
@@ -398,6 +428,9 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     limit = bundle.max_positions
     sources = [tokenizer.encode(s, target)[:limit] for s in sentences[: opts.batched_sentences]]
     batched_engines = {k: v for k, v in engines.items() if k not in UNBATCHED}
+    for name in (n for n in WORKER_ENGINES if n in engines):
+        for workers, threads in opts.ours_workers:
+            batched_engines[f"{name}@{workers}x{threads}"] = OursWorkers(bundles[name], workers, threads)
     curves = batched(batched_engines, sources, opts)
     for size in (str(s) for s in opts.batch_sizes):
         rates, vmap_sweep = pick_vmap_best({name: curve[size] for name, curve in curves.items() if size in curve})

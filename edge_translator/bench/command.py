@@ -48,7 +48,9 @@ def add_parsers(sub) -> None:
     bs.add_argument("--sequential-seconds", type=float, default=30.0,
                     help="length of the one-client run (default 30)")
     bs.add_argument("--sentences-per-request", type=int, default=1, help="sentences in each request (default 1)")
-    bs.add_argument("--threads", type=int, default=2, help="the daemon's ONNX Runtime threads (default 2)")
+    bs.add_argument("--threads", type=int, default=2, help="the daemon's ONNX Runtime threads, each worker's "
+                    "(default 2)")
+    bs.add_argument("--workers", type=int, default=1, help="the daemon's decoding workers (default 1)")
     bs.add_argument("--lean-memory", action="store_true", help="run the daemon with --lean-memory")
     bs.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
     bs.add_argument("--smoke", action="store_true", help="generated sentences instead of the prose (no 'bench' "
@@ -193,6 +195,7 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     options = servebench.ServeBenchOptions(clients=args.clients, seconds=args.seconds, lean_memory=args.lean_memory,
                                            sequential_seconds=args.sequential_seconds,
                                            sentences_per_request=args.sentences_per_request, threads=args.threads,
+                                           workers=args.workers,
                                            warmup_seconds=min(10.0, args.seconds / 6))
     peer = None
     if args.libretranslate:

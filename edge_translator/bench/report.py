@@ -13,6 +13,13 @@ import json
 from pathlib import Path
 
 
+
+def _threads(options: dict) -> str:
+    """"2 ONNX Runtime threads", or "2 workers of 1 ONNX Runtime thread" (``serve --workers``)."""
+    threads, workers = options["threads"], options.get("workers", 1)
+    noun = f"ONNX Runtime thread{'s' if threads != 1 else ''}"
+    return f"{threads} {noun}" if workers == 1 else f"{workers} workers of {threads} {noun}"
+
 def ratio(a: float, b: float) -> float | None:
     """``a / b`` to two decimals, or ``None`` when either is missing or zero."""
     return round(a / b, 2) if a and b else None
@@ -198,7 +205,7 @@ def render_serve_section(runs: dict) -> list[str]:
                      f"{_peaks(run)} | {run['exit_code']} |")
     lines += [""] + [f"- {run['model']}: `{run['command']}` ({run['concurrent']['seconds']} s with "
                      f"{run['concurrent']['clients']} clients, {run['sequential']['seconds']} s sequential, "
-                     f"{run['options']['threads']} ONNX Runtime threads)" for run in runs.values()]
+                     f"{_threads(run['options'])})" for run in runs.values()]
     lines.append("")
     for run in runs.values():
         if run.get("libretranslate"):
@@ -224,7 +231,8 @@ def render_libretranslate(run: dict) -> list[str]:
         f"for both servers; each measure runs in a fresh process after a short warm-up: one client for "
         f"{o['seconds']:g} s, then {o['clients']} clients for {o['seconds']:g} s. A sweep of {o['tune_seconds']:g} s "
         f"per measure over LibreTranslate's settings picked its best for each measure; then {o['rounds']} rounds "
-        "alternated the daemon, LibreTranslate at its best and at its defaults. Figures are medians of the rounds "
+        f"alternated the daemon ({_threads(o) if 'threads' in o else '?'}), LibreTranslate at its best and at its "
+        "defaults. Figures are medians of the rounds "
         "(requests/s); ratios are ours over theirs.",
         "",
         "| measure | ours | LibreTranslate at its best | its defaults | ours / its best | ours / its defaults |",

@@ -50,7 +50,9 @@ class ServeBenchOptions:
     sentences_per_request: int = 1
     """Sentences in each request's ``q`` (LibreTranslate ``/translate``)."""
     threads: int = 2
-    """ONNX Runtime threads of the daemon."""
+    """ONNX Runtime threads of each of the daemon's decoding workers."""
+    workers: int = 1
+    """The daemon's ``--workers``."""
     http_threads: int = 32
     """The daemon's ``--http-threads``."""
     lean_memory: bool = False
@@ -110,7 +112,7 @@ def _run(url: str, texts: list[str], clients: int, seconds: float, start_at: int
 
 
 def _daemon_flags(opts: ServeBenchOptions) -> list[str]:
-    return ["--threads", str(opts.threads), "--cache", "0", "--char-limit", "0", "--timeout", "120",
+    return ["--threads", str(opts.threads), "--workers", str(opts.workers), "--cache", "0", "--char-limit", "0", "--timeout", "120",
             "--http-threads", str(opts.http_threads), *(["--lean-memory"] if opts.lean_memory else [])]
 
 
@@ -292,7 +294,8 @@ def run_side_by_side(model: Path, texts: list[str], opts: ServeBenchOptions, lt:
         "applied": sorted({p for row in lt_rows for p in row.get("patches", [])}),
         "refused_connections": sum(row.get("refused_connections", 0) for row in lt_rows),
         "options": {"seconds": lt.seconds, "tune_seconds": lt.tune_seconds, "rounds": lt.rounds,
-                    "clients": opts.clients, "threads": opts.threads, "length": lt.length},
+                    "clients": opts.clients, "threads": opts.threads, "workers": opts.workers,
+                    "length": lt.length},
         "sweep": {name: {"seq_req_s": row["sequential"]["req_s"], "con_req_s": row["concurrent"]["req_s"],
                          "errors": _errors(row)} for name, row in sweep.items()},
         "best": {m: s.name for m, s in best.items()}, "medians": medians,

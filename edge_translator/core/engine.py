@@ -1,12 +1,19 @@
-"""The scheduler: one worker thread owns a model's sessions and decodes everyone's sentences.
+"""The scheduler: worker threads own a model's sessions and decode everyone's sentences.
 
 Callers on any thread :meth:`Engine.submit` source-id rows and get a :class:`.ticket.Ticket`
 back at once. The worker gathers waiting rows into batches (a bounded wait of a few
 milliseconds when it is idle and other callers are about), interleaving owners fairly and putting interactive work
 ahead of bulk work, and advances the running batches one decoder step at a time, so a
 row is delivered the moment it finishes and a cancelled row leaves its batch at the
-next step. Only the worker runs ONNX Runtime, with the thread count the sessions were
+next step. Only the workers run ONNX Runtime, with the thread count the sessions were
 opened with, so any number of callers never oversubscribes the CPU.
+
+By default one worker decodes with every core. Given several copies of the model's
+sessions (one per worker, each with a share of the cores), as many workers take batches
+from the same queues and decode them side by side: on two cores, two workers of one
+thread each decode two batches in about the time one worker of two threads decodes one,
+since a thread never waits for another inside an operator (docs/engine.md). A batch stays
+with the worker that started it, whose sessions hold its cache.
 
 With :attr:`EngineOptions.continuous`, waiting rows of the same priority take the seats that
 finished rows left in a running greedy batch, at its next step (continuous batching): their
@@ -121,7 +128,7 @@ class _Row:
 
 
 class _Batch:
-    """Rows decoding together: a step-wise greedy batch, or a beam-search generator.
+    """Rows decoding together, on one worker: a step-wise greedy batch, or a beam-search generator.
 
     ``rows[k]`` is the row that :meth:`advance` reports as ``k``. Rows that :meth:`admit`
     takes wait in ``pending`` until the worker next steps the batch, which seats them (their
@@ -129,8 +136,9 @@ class _Batch:
     """
 
     def __init__(self, model: Seq2Seq, rows: list[_Row], priority: Priority, min_new_tokens: int,
-                 row_capacity: int = 0):
+                 row_capacity: int = 0, worker: int = 0):
         self.rows = rows
+        self.worker = worker
         self.priority = priority
         self.row_capacity = row_capacity
         self.started_at = time.perf_counter()
@@ -213,15 +221,20 @@ class _Batch:
 class Engine:
     """One scheduler per loaded model: the only caller of its ONNX Runtime sessions."""
 
-    def __init__(self, model: Seq2Seq, options: EngineOptions | None = None, min_new_tokens: int = 0):
-        """Take ready sessions; the worker thread starts with the first submission.
+    def __init__(self, model: Seq2Seq | Sequence[Seq2Seq], options: EngineOptions | None = None,
+                 min_new_tokens: int = 0):
+        """Take ready sessions; the worker threads start with the first submission.
 
         Args:
-            model: The model whose sessions the worker runs.
-            options: Batch size, wait, queue bound and concurrency of batches.
+            model: The model whose sessions the worker runs; or several copies of one model's
+                sessions, one per worker (:meth:`.translator.Translator.load` ``workers``).
+            options: Batch size, wait, queue bound and concurrency of batches (of each worker).
             min_new_tokens: Forbid ``</s>`` before this many tokens (benchmarks only).
         """
-        self.model = model
+        self.models: list[Seq2Seq] = list(model) if isinstance(model, Sequence) else [model]
+        if not self.models:
+            raise ValueError("an engine needs at least one model")
+        self.model = self.models[0]
         self.options = options or EngineOptions()
         self._min_new_tokens = min_new_tokens
         self._cond = threading.Condition()
@@ -231,9 +244,9 @@ class Engine:
         self._turn = itertools.count()
         self._last_owners = 0
         """Callers whose rows the last batch started with: one means a lone caller."""
-        self._last_bulk_step = time.perf_counter()
+        self._last_bulk_step = [time.perf_counter()] * len(self.models)
         self._closing = False
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
         self._crash: BaseException | None = None
         self._counts = {"batches": 0, "admitted": 0, "steps": 0, "rows_done": 0, "tokens": 0, "failed_batches": 0,
                         "gathered": 0}
@@ -284,11 +297,18 @@ class Engine:
                 raise TranslationFailed(f"the translation worker stopped: {self._crash}")
             self._queues[priority].append((ticket, rows))
             self._queued += len(rows)
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._run, name="edge-translator-engine", daemon=True)
-                self._worker.start()
+            if not self._workers:
+                for w in range(len(self.models)):
+                    name = "edge-translator-engine" + (f"-{w}" if w else "")
+                    self._workers.append(threading.Thread(target=self._run, args=(w,), name=name, daemon=True))
+                    self._workers[-1].start()
             self._cond.notify_all()
         return ticket
+
+    @property
+    def workers(self) -> int:
+        """Worker threads, each with its own copy of the sessions."""
+        return len(self.models)
 
     @property
     def queued(self) -> int:
@@ -303,13 +323,13 @@ class Engine:
                                batch_sizes=dict(self._batch_sizes), **self._counts)
 
     def close(self, cancel: bool = False, timeout: float | None = None) -> None:
-        """Stop taking submissions, finish (or cancel) what is queued, and stop the worker.
+        """Stop taking submissions, finish (or cancel) what is queued, and stop the workers.
 
         Safe to call more than once.
 
         Args:
             cancel: Cancel queued and running work instead of finishing it.
-            timeout: Most seconds to wait for the worker.
+            timeout: Most seconds to wait for each worker.
         """
         with self._cond:
             self._closing = True
@@ -319,9 +339,9 @@ class Engine:
         if cancel:
             for ticket in set(tickets):
                 ticket.cancel()
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout)
+        for worker in list(self._workers):
+            if worker is not threading.current_thread():
+                worker.join(timeout)
 
     def __enter__(self) -> Engine:
         return self
@@ -340,33 +360,41 @@ class Engine:
             self._cond.notify_all()
 
     # -- the worker ------------------------------------------------------------------------------
-    def _has_work(self) -> bool:
-        return bool(self._closing or self._queued or self._active)
+    def _own(self, worker: int) -> list[_Batch]:
+        return [b for b in self._active if b.worker == worker]
 
-    def _run(self) -> None:
+    def _has_work(self, worker: int) -> bool:
+        return bool(self._closing or self._queued or self._crash is not None or self._own(worker))
+
+    def _run(self, worker: int) -> None:
         released = True  # nothing is held before the first batch
         try:
             while True:
                 with self._cond:
-                    work = self._cond.wait_for(self._has_work, None if released else self.options.idle_release_s)
+                    work = self._cond.wait_for(lambda: self._has_work(worker),
+                                               None if released else self.options.idle_release_s)
                 if not work:  # idle for a while: let the kept buffers go, outside the lock
-                    release = getattr(self.model, "release_buffers", None)
+                    release = getattr(self.models[worker], "release_buffers", None)
                     if release is not None:
                         release()
                     released = True
                     continue
                 released = False
                 with self._cond:
-                    if not self._has_work():
+                    if self._crash is not None:
+                        return  # another worker stopped, and failed everything
+                    if not self._has_work(worker):
                         continue
-                    if not self._active and not self._queued:
-                        return  # closing, and nothing left
-                    if not self._active and self._company_expected():
+                    if not self._own(worker) and not self._queued:
+                        if self._closing:
+                            return  # closing, and nothing left
+                        continue  # another worker took what was waiting
+                    if not self._own(worker) and self._company_expected():
                         self._gather()
-                    self._admit()
-                    if not self._active:
+                    self._admit(worker)
+                    if not self._own(worker):
                         continue
-                    batch = self._pick()
+                    batch = self._pick(worker)
                 self._advance(batch)
         except BaseException as exc:  # noqa: BLE001 - a bug must not leave callers waiting forever
             logger.exception("the translation worker stopped")
@@ -399,7 +427,7 @@ class Engine:
                 break
             self._cond.wait(left)
 
-    def _admit(self) -> None:
+    def _admit(self, worker: int) -> None:
         """Start new batches from the queues, interactive first.
 
         Another batch of a priority starts only when every running batch of it is half
@@ -408,7 +436,7 @@ class Engine:
         """
         o = self.options
         for priority, most in ((Priority.INTERACTIVE, o.max_interactive_batches), (Priority.BULK, o.max_bulk_batches)):
-            running = [b for b in self._active if b.priority == priority]
+            running = [b for b in self._own(worker) if b.priority == priority]
             if o.continuous:  # first fill the seats that finished rows left
                 for batch in running:
                     free = o.max_batch_size - len(batch)
@@ -419,7 +447,7 @@ class Engine:
                             self._counts["admitted"] += len(rows)
             while (self._queues[priority] and len(running) < most
                    and all(len(b) <= o.max_batch_size // 2 for b in running)):
-                running.append(self._start(priority))
+                running.append(self._start(priority, worker))
 
     def _take(self, priority: Priority, count: int, kind: tuple[int, bool]) -> list[_Row]:
         """Take up to ``count`` waiting rows of one kind (beam size, shortlist), one owner at a time in turn."""
@@ -438,29 +466,31 @@ class Engine:
             self._cond.notify_all()  # room in the queue for blocked submitters
         return rows
 
-    def _start(self, priority: Priority) -> _Batch:
-        """Start a batch of up to the batch size of waiting rows, all of the first one's kind."""
+    def _start(self, priority: Priority, worker: int) -> _Batch:
+        """Start a batch on ``worker`` of up to the batch size of waiting rows, all of the first one's kind."""
         first = self._queues[priority][0][1][0].request
         rows = self._take(priority, self.options.max_batch_size, (first.beam_size, first.shortlist))
-        batch = _Batch(self.model, rows, priority, self._min_new_tokens, self.options.max_batch_size)
+        batch = _Batch(self.models[worker], rows, priority, self._min_new_tokens, self.options.max_batch_size,
+                       worker)
         self._active.append(batch)
         self._last_owners = len({id(r.ticket) for r in rows})
         self._counts["batches"] += 1
         self._batch_sizes[len(rows)] = self._batch_sizes.get(len(rows), 0) + 1
         return batch
 
-    def _pick(self) -> _Batch:
-        """The batch to step: the most urgent priority, its batches in turn; bulk at least
-        once every ``bulk_step_interval_ms``."""
-        top = min(b.priority for b in self._active)
+    def _pick(self, worker: int) -> _Batch:
+        """The batch of ``worker`` to step: the most urgent priority, its batches in turn; bulk
+        at least once every ``bulk_step_interval_ms``."""
+        own = self._own(worker)
+        top = min(b.priority for b in own)
         now = time.perf_counter()
-        if top == Priority.INTERACTIVE and now - self._last_bulk_step >= self.options.bulk_step_interval_ms / 1000:
-            bulk = [b for b in self._active if b.priority == Priority.BULK]
-            if bulk:
+        if top == Priority.INTERACTIVE and \
+                now - self._last_bulk_step[worker] >= self.options.bulk_step_interval_ms / 1000:
+            if any(b.priority == Priority.BULK for b in own):
                 top = Priority.BULK
         if top == Priority.BULK:
-            self._last_bulk_step = now
-        candidates = [b for b in self._active if b.priority == top]
+            self._last_bulk_step[worker] = now
+        candidates = [b for b in own if b.priority == top]
         return candidates[next(self._turn) % len(candidates)]
 
     def _advance(self, batch: _Batch) -> None:
@@ -491,7 +521,9 @@ class Engine:
                                         Timing(row.started_at - row.queued_at, now - row.started_at)))
         if not len(batch):
             with self._cond:
-                self._active.remove(batch)
+                if batch in self._active:  # a crashing worker may have cleared them all
+                    self._active.remove(batch)
+                self._cond.notify_all()  # a worker waiting for the closing engine to drain
 
 
 def _length_sorted_windows(rows: list[_Row], window: int) -> list[_Row]:

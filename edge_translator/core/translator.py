@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from .decode import Seq2Seq
 from .engine import Engine, EngineOptions, Priority
 from .errors import BundleError, InputError
 from .greedybatch import LENGTH, RepetitionGuard
+from .sessions import physical_cores
 from .text import Segment, segment
 from .ticket import Outcome, Request, Ticket, Timing
 from .tokenizer import Tokenizer
@@ -193,38 +194,41 @@ class Submission:
 
 class Translator:
     """Translates English text with one model bundle. Safe to share between threads:
-    every call goes through one :class:`~.engine.Engine`, whose single worker runs the
+    every call goes through one :class:`~.engine.Engine`, whose workers alone run the
     sessions, so concurrent calls share batches instead of competing for cores."""
 
-    def __init__(self, bundle: Bundle, model: Seq2Seq, tokenizer: Tokenizer, cache=_DEFAULT_CACHE,
-                 engine: EngineOptions | None = None):
+    def __init__(self, bundle: Bundle, model: Seq2Seq | Sequence[Seq2Seq], tokenizer: Tokenizer,
+                 cache=_DEFAULT_CACHE, engine: EngineOptions | None = None):
         """Take ready parts; use :meth:`load` to open a bundle.
 
         Args:
             bundle: The bundle's manifest.
-            model: Its sessions (or fakes with the same ``run`` method).
+            model: Its sessions (or fakes with the same ``run`` method); or one copy of them
+                per engine worker.
             tokenizer: Its tokenizer.
             cache: A :class:`~.cache.TranslationCache`; by default an in-memory LRU of
                 4,096 sentences; ``None`` turns caching off.
             engine: Batch size, queue bound and other scheduler options.
         """
         self.bundle = bundle
-        self.model = model
+        self.engine = Engine(model, engine)
+        self.model = self.engine.model
         self.tokenizer = tokenizer
         self.cache: TranslationCache | None = LRUCache() if cache is _DEFAULT_CACHE else cache
-        self.engine = Engine(model, engine)
         files = bundle.manifest.get("files", {})
         self.model_id = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
         """The bundle's identity, from its files' checksums (part of every cache key)."""
 
     @classmethod
     def load(cls, path: str | Path | None = None, threads: int | None = None, cache=_DEFAULT_CACHE,
-             engine: EngineOptions | None = None, spin: bool = True, memory: str = "arena") -> Translator:
+             engine: EngineOptions | None = None, spin: bool = True, memory: str = "arena",
+             workers: int = 1) -> Translator:
         """Find, verify and open a bundle.
 
         Args:
             path: Bundle directory; see :func:`resolve_model` for the fallbacks.
-            threads: ONNX Runtime intra-op threads (physical cores by default).
+            threads: ONNX Runtime intra-op threads of each worker (by default the physical
+                cores shared among the workers, at least one each).
             cache: See :meth:`__init__`; ``None`` turns caching off.
             engine: Scheduler options (batch size, queue bound, ...).
             spin: Let the decoder's ONNX Runtime threads spin between operators (see
@@ -233,14 +237,25 @@ class Translator:
             memory: ``"arena"`` (fastest; for short runs), ``"steady"`` (memory follows
                 the work in hand: for long-running processes; it sets the process's malloc
                 thresholds), ``"shrink"`` or ``"none"``; see :meth:`~.decode.Seq2Seq.load`.
+            workers: Engine workers, each with its own copy of the sessions (its weights
+                too: memory grows by about the bundle's size a worker), decoding batches
+                side by side. Several workers of one thread keep a few cores busier under
+                many callers or a batch job than one worker of all threads; a lone sentence
+                decodes faster on one worker with every thread (docs/engine.md).
 
         Raises:
             BundleError: If the bundle is missing or corrupt.
+            ValueError: If ``workers`` is below 1.
         """
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         bundle = load_bundle(resolve_model(path))
         tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab,
                                    bundle.eos_id, bundle.unk_id, bundle.pad_id)
-        return cls(bundle, Seq2Seq.load(bundle, threads, spin, memory), tokenizer, cache, engine)
+        if threads is None and workers > 1:
+            threads = max(1, physical_cores() // workers)
+        models = [Seq2Seq.load(bundle, threads, spin, memory) for _ in range(workers)]
+        return cls(bundle, models if workers > 1 else models[0], tokenizer, cache, engine)
 
     def _target(self, options: TranslateOptions) -> tuple[str, int]:
         name = options.target or self.bundle.default_target

@@ -20,7 +20,9 @@ def add_parsers(sub) -> None:
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", type=int, default=5000, help="TCP port (default 5000; 0 picks a free one)")
     sv.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, else the embedded model)")
-    sv.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
+    sv.add_argument("--threads", type=int, help="ONNX Runtime threads of each worker (default: physical cores "
+                    "shared among the workers)")
+    sv.add_argument("--workers", type=int, default=1, help="decoding workers, each with its own copy of the model and --threads threads (default 1; see docs/engine.md)")
     sv.add_argument("--api-keys", metavar="FILE", help="file of API keys, one per line ('KEY [REQUESTS_PER_MINUTE]'); "
                     "when given, every request needs one")
     sv.add_argument("--char-limit", type=int, default=20_000, help="most characters per request (0: no limit; "
@@ -70,6 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import ServeOptions, serve
 
     options = ServeOptions(host=args.host, port=args.port, model=args.model, threads=args.threads,
+                           workers=args.workers,
                            api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
                            http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,

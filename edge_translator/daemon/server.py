@@ -47,7 +47,9 @@ class ServeOptions:
     model: str | None = None
     """Bundle directory; ``None`` uses the usual lookup (``EDGE_TRANSLATOR_MODEL``, the embedded model)."""
     threads: int | None = None
-    """ONNX Runtime threads (physical cores by default)."""
+    """ONNX Runtime threads of each decoding worker (by default the physical cores shared among them)."""
+    workers: int = 1
+    """Decoding workers, each with its own copy of the model (:meth:`.Translator.load`)."""
     api_keys: str | None = None
     """Key file; when given, every request needs a key from it."""
     char_limit: int = 20_000
@@ -98,7 +100,7 @@ class ServeOptions:
         for name in ("char_limit", "req_limit", "cache_size"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        for name in ("batch_limit", "max_body", "http_threads", "connections", "max_file_size", "files_quota",
+        for name in ("workers", "batch_limit", "max_body", "http_threads", "connections", "max_file_size", "files_quota",
                      "max_queued_documents"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -234,7 +236,7 @@ def serve(options: ServeOptions) -> int:
     # ("steady") or is given back at once.
     lean = lean_malloc()
     translator = Translator.load(options.model, options.threads, cache=cache, spin=True,
-                                 memory="none" if options.lean_memory else "steady")
+                                 memory="none" if options.lean_memory else "steady", workers=options.workers)
     try:
         translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait
         daemon = Daemon(options, translator)

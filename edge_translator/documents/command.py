@@ -116,7 +116,8 @@ def cmd_docs(args: argparse.Namespace) -> int:
         progress = MessagesOnly(failures_only=args.quiet or args.json)
     else:
         progress = BarProgress()
-    with Translator.load(args.model, threads=args.threads, cache=cache, memory="steady") as translator:
+    with Translator.load(args.model, threads=args.threads, cache=cache, memory="steady",
+                         workers=args.workers) as translator:
         if args.target and args.target not in translator.bundle.targets:
             raise ValueError(f"--target {args.target} is not offered by this model; choose one of "
                              f"{', '.join(sorted(translator.bundle.targets))}")
@@ -199,7 +200,9 @@ def add_parsers(sub) -> None:
         "under -o OUTDIR with the tree mirrored. Inputs are never modified. A killed job resumes when run again.")
     docs.add_argument("inputs", nargs="+", metavar="INPUT", help="files and folders")
     docs.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, then the embedded model)")
-    docs.add_argument("--threads", type=int, help="ONNX Runtime threads (default: physical cores)")
+    docs.add_argument("--threads", type=int, help="ONNX Runtime threads of each worker (default: physical cores "
+                      "shared among the workers)")
+    docs.add_argument("--workers", type=int, default=1, help="decoding workers, each with its own copy of the model and --threads threads (default 1; see docs/engine.md)")
     docs.add_argument("-o", "--output", metavar="OUTDIR", help="write outputs here, mirroring the input tree")
     docs.add_argument("-r", "--recursive", action="store_true", help="descend into sub-folders")
     docs.add_argument("--target", help="target variant, e.g. zh-Hans or zh-Hant (default: the model's)")
