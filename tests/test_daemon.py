@@ -743,3 +743,22 @@ def test_english_source_spellings(code, auto):
     from edge_translator.daemon.languages import check_source
 
     assert check_source(code) is auto
+
+
+def test_exact_length_decodes_every_sentence_to_its_limit(demo_parts):
+    """``serve --exact-length`` (benchmarks of random models): no end of sentence and no
+    repetition guard before the limit, 2 x source tokens + 10; without it the same request stops early."""
+    from dataclasses import asdict
+
+    from edge_translator.daemon.server import engine_options
+
+    bundle, tokenizer, _ = demo_parts
+    text = "Where is the station?"
+    limit = 2 * len(tokenizer.encode(text, bundle.targets["zh-Hans"].id)) + 10
+    for exact in (False, True):
+        translator, _, decoder = _translator(demo_parts, **asdict(engine_options(ServeOptions(exact_length=exact))))
+        with running(translator, exact_length=exact) as (_, client):
+            status, body = client.form("/translate", {"q": text, "source": "en", "target": "zh"})
+            assert status == 200, body
+        steps = len(decoder.batches)
+        assert steps == limit if exact else steps < limit / 2, (exact, steps, limit)

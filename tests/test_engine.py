@@ -428,7 +428,7 @@ def _decode_while_a_batch_runs(bundle_dir, continuous: bool):
     tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
                                bundle.pad_id)
     parts = (bundle, tokenizer, Seq2Seq.load(bundle, threads=1))
-    engine = Engine(parts[2], EngineOptions(continuous=continuous), min_new_tokens=60)
+    engine = Engine(parts[2], EngineOptions(continuous=continuous, min_new_tokens=60))
     first = _requests(parts, 4, 50, 60)
     first[0] = Request(first[0].source, 2)
     late = _requests(parts, 2, 51, 8)

@@ -149,7 +149,7 @@ class OursWorkers:
         self.models = [Seq2Seq.load(bundle, threads) for _ in range(workers)]
 
     def run(self, sources: list[list[int]], new_tokens: int, batch_size: int) -> int:
-        engine = Engine(self.models, EngineOptions(max_batch_size=batch_size), min_new_tokens=new_tokens)
+        engine = Engine(self.models, EngineOptions(max_batch_size=batch_size, min_new_tokens=new_tokens))
         try:
             ticket = engine.submit([Request(tuple(s), new_tokens) for s in sources], Priority.BULK)
             for outcome in ticket.completed():

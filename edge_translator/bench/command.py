@@ -71,8 +71,8 @@ def add_parsers(sub) -> None:
                     "full shape's from `edge-translator test-model full`; default: unbundle the bundle)")
     lt.add_argument("--lt-length", choices=("cap", "exact", "own"), default="cap",
                     help="LibreTranslate's decoding length: 'cap' (default) stops it at the daemon's limit, 2 x source "
-                    "tokens + 10, instead of 256; 'exact' decodes exactly that many tokens (random models, whose end "
-                    "of sentence comes at random); 'own' leaves argos's")
+                    "tokens + 10, instead of 256; 'exact' decodes exactly that many tokens on both sides, the daemon "
+                    "with --exact-length (random models, whose end of sentence comes at random); 'own' leaves argos's")
     bs.set_defaults(func=cmd_bench_serve)
 
     bd = sub.add_parser("bench-docs", help="measure `docs`: many small files against one large one, and the peak "
@@ -196,6 +196,7 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
                                            sequential_seconds=args.sequential_seconds,
                                            sentences_per_request=args.sentences_per_request, threads=args.threads,
                                            workers=args.workers,
+                                           exact_length=args.libretranslate and args.lt_length == "exact",
                                            warmup_seconds=min(10.0, args.seconds / 6))
     peer = None
     if args.libretranslate:
@@ -208,7 +209,9 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
     run = servebench.run_serve_bench(resolve_model(args.model), sentences, options, command, peer)
     previous = Path(args.out) / "benchmarks.json"
     runs = (json.loads(previous.read_text()).get("serve") or {}) if previous.is_file() else {}
-    key = run["model"] + (" --lean-memory" if args.lean_memory else "")
+    key = run["model"] + (" --lean-memory" if args.lean_memory else "") + \
+        (f" --workers {args.workers} --threads {args.threads}" if args.workers != 1 else "") + \
+        (" --exact-length" if options.exact_length else "")
     if peer is not None:
         run["libretranslate"]["measured_by"] = command
     elif "libretranslate" in runs.get(key, {}):  # keep the side-by-side figures; they name their command

@@ -53,6 +53,9 @@ class ServeBenchOptions:
     """ONNX Runtime threads of each of the daemon's decoding workers."""
     workers: int = 1
     """The daemon's ``--workers``."""
+    exact_length: bool = False
+    """The daemon's ``--exact-length``: every sentence decodes its whole length limit, as
+    LibreTranslate's CTranslate2 does with ``--lt-length exact`` (random models)."""
     http_threads: int = 32
     """The daemon's ``--http-threads``."""
     lean_memory: bool = False
@@ -112,8 +115,9 @@ def _run(url: str, texts: list[str], clients: int, seconds: float, start_at: int
 
 
 def _daemon_flags(opts: ServeBenchOptions) -> list[str]:
-    return ["--threads", str(opts.threads), "--workers", str(opts.workers), "--cache", "0", "--char-limit", "0", "--timeout", "120",
-            "--http-threads", str(opts.http_threads), *(["--lean-memory"] if opts.lean_memory else [])]
+    return ["--threads", str(opts.threads), "--workers", str(opts.workers), "--cache", "0", "--char-limit", "0",
+            "--timeout", "120", "--http-threads", str(opts.http_threads),
+            *(["--lean-memory"] if opts.lean_memory else []), *(["--exact-length"] if opts.exact_length else [])]
 
 
 def run_serve_bench(model: Path, sentences: list[str], opts: ServeBenchOptions, command: str = "",

@@ -84,11 +84,16 @@ class EngineOptions:
     """After this many seconds with nothing to do, the worker gives the decoding buffers it
     keeps for the next batches back to the system (hundreds of MB after a large bulk batch
     of the full opus-mt-en-zh shape); under steady work they are reused."""
+    min_new_tokens: int = 0
+    """Benchmarks only: no ``</s>`` before this many tokens, so that a random model decodes as
+    long as its peer does (``serve --exact-length`` sets it past every length limit)."""
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_queued", "max_interactive_batches", "max_bulk_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.min_new_tokens < 0:
+            raise ValueError(f"min_new_tokens must not be negative, not {self.min_new_tokens}")
         if self.max_wait_ms < 0 or self.bulk_step_interval_ms < 0 or self.idle_release_s < 0:
             raise ValueError("max_wait_ms, bulk_step_interval_ms and idle_release_s must not be negative")
 
@@ -221,22 +226,19 @@ class _Batch:
 class Engine:
     """One scheduler per loaded model: the only caller of its ONNX Runtime sessions."""
 
-    def __init__(self, model: Seq2Seq | Sequence[Seq2Seq], options: EngineOptions | None = None,
-                 min_new_tokens: int = 0):
+    def __init__(self, model: Seq2Seq | Sequence[Seq2Seq], options: EngineOptions | None = None):
         """Take ready sessions; the worker threads start with the first submission.
 
         Args:
             model: The model whose sessions the worker runs; or several copies of one model's
                 sessions, one per worker (:meth:`.translator.Translator.load` ``workers``).
             options: Batch size, wait, queue bound and concurrency of batches (of each worker).
-            min_new_tokens: Forbid ``</s>`` before this many tokens (benchmarks only).
         """
         self.models: list[Seq2Seq] = list(model) if isinstance(model, Sequence) else [model]
         if not self.models:
             raise ValueError("an engine needs at least one model")
         self.model = self.models[0]
         self.options = options or EngineOptions()
-        self._min_new_tokens = min_new_tokens
         self._cond = threading.Condition()
         self._queues: dict[Priority, deque[tuple[Ticket, deque[_Row]]]] = {p: deque() for p in Priority}
         self._queued = 0
@@ -470,7 +472,7 @@ class Engine:
         """Start a batch on ``worker`` of up to the batch size of waiting rows, all of the first one's kind."""
         first = self._queues[priority][0][1][0].request
         rows = self._take(priority, self.options.max_batch_size, (first.beam_size, first.shortlist))
-        batch = _Batch(self.models[worker], rows, priority, self._min_new_tokens, self.options.max_batch_size,
+        batch = _Batch(self.models[worker], rows, priority, self.options.min_new_tokens, self.options.max_batch_size,
                        worker)
         self._active.append(batch)
         self._last_owners = len({id(r.ticket) for r in rows})

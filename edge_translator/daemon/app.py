@@ -50,6 +50,9 @@ class AppOptions:
     """Serve the web page at ``/`` (:mod:`.web`); ``False``: ``/`` is a 404."""
     files: FileLimits = field(default_factory=FileLimits)
     """Uploaded documents: size, quota, per-key cap, how long results are kept, their folder."""
+    exact_length: bool = False
+    """Benchmarks only (``serve --exact-length``): text requests decode with no repetition
+    guard, so that with the engine's ``min_new_tokens`` every sentence runs to its length limit."""
 
 
 Handler = Callable[[Context, Request], Response]
@@ -71,7 +74,7 @@ class App:
         """
         self.translator = translator
         self.options = options or AppOptions()
-        self.service = Service(translator, self.options.limits)
+        self.service = Service(translator, self.options.limits, repetition_guard=not self.options.exact_length)
         self.access = Access(self.options.api_keys, self.options.req_limit)
         self.targets = Targets(tuple(translator.bundle.targets), translator.bundle.default_target)
         if metrics is None:

@@ -43,6 +43,10 @@ def add_parsers(sub) -> None:
                     "`edge-translator tm`)")
     sv.add_argument("--cors-origin", metavar="ORIGIN", help="let browser pages from ORIGIN ('*': any) call the API "
                     "(default: no CORS headers)")
+    sv.add_argument("--exact-length", action="store_true",
+                    help="benchmarks only: every sentence decodes exactly its length limit (2 x source tokens + "
+                    "10), with no end of sentence and no repetition guard before it (a random model's peer "
+                    "comparison, bench-serve --lt-length exact)")
     sv.add_argument("--lean-memory", action="store_true",
                     help="no ONNX Runtime arena at all (the default keeps memory steady with the decoder's "
                     "arena): less RSS, less throughput under many clients (for boards short of memory)")
@@ -72,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import ServeOptions, serve
 
     options = ServeOptions(host=args.host, port=args.port, model=args.model, threads=args.threads,
-                           workers=args.workers,
+                           workers=args.workers, exact_length=args.exact_length,
                            api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
                            http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,

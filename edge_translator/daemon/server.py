@@ -95,6 +95,11 @@ class ServeOptions:
     """Most documents waiting or being translated per key (429 above)."""
     files_dir: str | None = None
     """Where documents are kept; ``None``: ``files/`` in the state folder."""
+    exact_length: bool = False
+    """Benchmarks only: every sentence of a text request decodes exactly its length limit (no
+    ``</s>`` before it, no repetition guard), as CTranslate2 does with ``min_decoding_length`` equal
+    to ``max_decoding_length``: a random model's end of sentence comes at random, and two
+    servers compared on one must decode as many tokens (``bench-serve --lt-length exact``)."""
 
     def __post_init__(self) -> None:
         for name in ("char_limit", "req_limit", "cache_size"):
@@ -110,6 +115,18 @@ class ServeOptions:
             raise ValueError("timeout must be positive and drain_timeout not negative")
         if self.files_ttl <= 0:
             raise ValueError("files_ttl must be positive")
+
+
+#: ``EngineOptions.min_new_tokens`` of ``--exact-length``: past every length limit, so no
+#: sentence ends before its limit.
+EXACT_LENGTH = 1 << 30
+
+
+def engine_options(options: ServeOptions):
+    """The scheduler's options for these serve options (``--exact-length``'s ``min_new_tokens``)."""
+    from ..core.engine import EngineOptions
+
+    return EngineOptions(min_new_tokens=EXACT_LENGTH if options.exact_length else 0)
 
 
 def default_state_dir() -> Path:
@@ -131,7 +148,8 @@ def build_app(options: ServeOptions, translator) -> App:
                        folder=Path(options.files_dir) if options.files_dir else None)
     return App(translator, AppOptions(limits=limits, max_body=options.max_body, api_keys=keys,
                                       req_limit=options.req_limit, cors_origin=options.cors_origin,
-                                      state_dir=state, web=options.web, files=files))
+                                      state_dir=state, web=options.web, files=files,
+                                      exact_length=options.exact_length))
 
 
 class Daemon:
@@ -235,7 +253,7 @@ def serve(options: ServeOptions) -> int:
     # in docs/benchmarks.md). A server runs for months, so memory follows the work in hand
     # ("steady") or is given back at once.
     lean = lean_malloc()
-    translator = Translator.load(options.model, options.threads, cache=cache, spin=True,
+    translator = Translator.load(options.model, options.threads, cache=cache, spin=True, engine=engine_options(options),
                                  memory="none" if options.lean_memory else "steady", workers=options.workers)
     try:
         translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait

@@ -115,8 +115,10 @@ class Watchdog:
 class Service:
     """Translation for the HTTP APIs: checks limits, submits, watches, collects."""
 
-    def __init__(self, translator: Translator, limits: Limits | None = None):
+    def __init__(self, translator: Translator, limits: Limits | None = None, repetition_guard: bool = True):
         self.translator = translator
+        self.repetition_guard = repetition_guard
+        """Stop a looping sentence early (:class:`.TranslateOptions`); off only in benchmarks."""
         self.limits = limits or Limits()
         self.watchdog = Watchdog()
         self._lock = threading.Lock()
@@ -173,7 +175,7 @@ class Service:
             HTTPError: 503 (with ``Retry-After``) when the queue is full or the server stops;
                 400 for text the core refuses.
         """
-        options = TranslateOptions(target=target)
+        options = TranslateOptions(target=target, repetition_guard=self.repetition_guard)
         submissions: list[Submission] = []
         try:
             for text in texts:
