@@ -68,7 +68,9 @@ class TrainOptions:
     """Source plus target tokens per batch, roughly."""
     max_epochs: int = 40
     time_budget_minutes: float = 420.0
-    """Training stops after this much training time (summed over resumes)."""
+    """Training stops after this much training time, summed over resumes and counted as the
+    process's CPU time over its threads: a machine busy with other work slows training
+    down but does not use up its budget, so the steps a budget buys do not depend on load."""
     dev_size: int = 300
     """Dev pairs decoded for the BLEU logged after each epoch."""
     checkpoint_minutes: float = 10.0
@@ -194,6 +196,7 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
         return hf
     if opts.threads:
         torch.set_num_threads(opts.threads)
+    threads = torch.get_num_threads()
     vocab = json.loads((hf / "vocab.json").read_text(encoding="utf-8"))
     pad = vocab["<pad>"]
     encoded = encode_pairs(hf, read_train(files["train"]), work / "data" / "encoded.json")
@@ -238,7 +241,7 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
         batches = _batches(train_pairs, opts.batch_tokens, random.Random(opts.seed * 1000 + state["epoch"]))
         model.train()
         losses = []
-        tick = time.monotonic()
+        cpu_tick = time.process_time()
         while state["batch"] < len(batches) and state["elapsed"] < budget:
             input_ids, mask, decoder_in, labels = _collate(torch, train_pairs, batches[state["batch"]], pad,
                                                            opts.max_positions)
@@ -254,11 +257,11 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
             losses.append(loss.item())
             state["batch"] += 1
             state["step"] += 1
-            now = time.monotonic()
-            # A step never takes minutes; a longer gap means the process was suspended
-            # (SIGSTOP, laptop sleep), which must not use up the training budget.
-            state["elapsed"] += min(now - tick, 120.0)
-            tick = now
+            now, cpu_now = time.monotonic(), time.process_time()
+            # CPU time over the threads: what the step cost this process, not how long other
+            # work on the machine (or a SIGSTOP, a laptop's sleep) kept it waiting.
+            state["elapsed"] += min((cpu_now - cpu_tick) / threads, 120.0)
+            cpu_tick = cpu_now
             if state["step"] % 100 == 0:
                 logger.info("epoch %d step %d loss %.3f lr %.2e (%.1f min)", state["epoch"], state["step"],
                             sum(losses[-100:]) / len(losses[-100:]), lr_at(state["step"]), state["elapsed"] / 60)
