@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 
 
-
 def _threads(options: dict) -> str:
     """"2 ONNX Runtime threads", or "2 workers of 1 ONNX Runtime thread" (``serve --workers``)."""
     threads, workers = options["threads"], options.get("workers", 1)
     noun = f"ONNX Runtime thread{'s' if threads != 1 else ''}"
     return f"{threads} {noun}" if workers == 1 else f"{workers} workers of {threads} {noun}"
+
 
 def ratio(a: float, b: float) -> float | None:
     """``a / b`` to two decimals, or ``None`` when either is missing or zero."""
@@ -221,7 +221,8 @@ def render_libretranslate(run: dict) -> list[str]:
     v = lt.get("versions", {})
     stack = ", ".join(f"{k} {v[k]}" for k in ("argos-translate-lt", "ctranslate2", "numpy") if k in v)
     lines = [
-        f"### Beside LibreTranslate: {run['model']}",
+        f"### Beside LibreTranslate: {run['model']}, the daemon with {_threads(o) if 'threads' in o else '?'}"
+        + (", equal lengths" if o.get("length") == "exact" else ""),
         "",
         f"Measured by `{lt.get('measured_by', run['command'])}` on {run['machine'].get('cpu', '?')} "
         f"({run['machine'].get('cpus')} logical CPUs). LibreTranslate {v.get('libretranslate', '?')} ({stack}) in "
