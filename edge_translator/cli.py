@@ -67,6 +67,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 _LAYERS = (
     ("edge_translator.toolchain.command", "the toolchain", "export",
      ("export", "test-model", "train-demo", "schemes", "eval", "shortlist", "shortlist-curve", "upgrade")),
+    ("edge_translator.store.command", "the model store", "convert", ("models",)),
     ("edge_translator.daemon.command", "the server", "serve", ("serve",)),
     ("edge_translator.documents.command", "the document translator", "docs", ("docs", "tm")),
     ("edge_translator.gui.command", "the desktop app", "gui", ("gui",)),
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("translate", help="translate text (arguments, or stdin with -)")
     tr.add_argument("text", nargs="*", help="text to translate; '-' or nothing reads standard input")
-    tr.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, then the embedded model)")
+    tr.add_argument("--model", help="bundle directory or installed model name (default: $EDGE_TRANSLATOR_MODEL, then `models default`, then the embedded model)")
     tr.add_argument("--target", help="zh-Hans (default) or zh-Hant")
     tr.add_argument("--threads", type=int, help="ONNX Runtime threads of each worker (default: physical cores "
                     "shared among the workers)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,48 +19,15 @@ from .bundle import Bundle, load_bundle
 from .cache import CachedTranslation, CacheKey, LRUCache, TranslationCache
 from .decode import Seq2Seq
 from .engine import Engine, EngineOptions, Priority
-from .errors import BundleError, InputError
+from .errors import InputError
 from .greedybatch import LENGTH, RepetitionGuard
+from .locations import DEFAULT_MODEL, ENV_MODEL, models_dir, resolve_model  # noqa: F401 - re-exported
 from .sessions import physical_cores
 from .text import Segment, segment
 from .ticket import Outcome, Request, Ticket, Timing
 from .tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
-
-ENV_MODEL = "EDGE_TRANSLATOR_MODEL"
-#: Name of the embedded default bundle under ``models/``.
-DEFAULT_MODEL = "tatoeba-en-zh-small"
-
-
-def models_dir() -> Path:
-    """Where the embedded bundles live: inside the installed package, or the source tree."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "models", package.parent / "models"):
-        if candidate.is_dir():
-            return candidate
-    return package / "models"
-
-
-def resolve_model(path: str | Path | None = None) -> Path:
-    """The bundle to use: ``path``, else ``$EDGE_TRANSLATOR_MODEL``, else the embedded default.
-
-    Raises:
-        BundleError: If no path is given and the embedded default is missing.
-    """
-    if path:
-        return Path(path)
-    env = os.environ.get(ENV_MODEL)
-    if env:
-        return Path(env)
-    default = models_dir() / DEFAULT_MODEL
-    if not default.is_dir():
-        raise BundleError(
-            f"the embedded default model is missing ({default}); reinstall edge-translator or "
-            f"pass --model / set {ENV_MODEL} to a bundle made by `edge-translator export`"
-        )
-    return default
-
 
 @dataclass(frozen=True)
 class TranslateOptions:

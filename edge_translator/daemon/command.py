@@ -19,7 +19,7 @@ def add_parsers(sub) -> None:
                         "extra 'serve')")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", type=int, default=5000, help="TCP port (default 5000; 0 picks a free one)")
-    sv.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, else the embedded model)")
+    sv.add_argument("--model", help="bundle directory or installed model name (default: $EDGE_TRANSLATOR_MODEL, then `models default`, then the embedded model)")
     sv.add_argument("--threads", type=int, help="ONNX Runtime threads of each worker (default: physical cores "
                     "shared among the workers)")
     sv.add_argument("--workers", type=int, default=1, help="decoding workers, each with its own copy of the model and --threads threads (default 1; see docs/engine.md)")

@@ -199,7 +199,7 @@ def add_parsers(sub) -> None:
         "resumable)", description="Translate documents; outputs go beside the inputs as NAME.zh-Hans.EXT, or "
         "under -o OUTDIR with the tree mirrored. Inputs are never modified. A killed job resumes when run again.")
     docs.add_argument("inputs", nargs="+", metavar="INPUT", help="files and folders")
-    docs.add_argument("--model", help="bundle directory (default: $EDGE_TRANSLATOR_MODEL, then the embedded model)")
+    docs.add_argument("--model", help="bundle directory or installed model name (default: $EDGE_TRANSLATOR_MODEL, then `models default`, then the embedded model)")
     docs.add_argument("--threads", type=int, help="ONNX Runtime threads of each worker (default: physical cores "
                       "shared among the workers)")
     docs.add_argument("--workers", type=int, default=1, help="decoding workers, each with its own copy of the model and --threads threads (default 1; see docs/engine.md)")

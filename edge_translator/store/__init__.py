@@ -1,0 +1,1 @@
+"""``edge-translator models``: the bundles there are, and adding, checking, packing and removing them."""

@@ -1,0 +1,322 @@
+"""Installing a model into the user's models folder from any of its forms, in one step.
+
+A source is a Hugging Face hub id, a Hugging Face MarianMT folder, an OPUS-MT /
+Tatoeba-Challenge Marian release (its ``.zip`` or its folder), a bundle folder, a ``.tar``
+made by ``models pack``, or an https URL to a ``.tar`` or a release ``.zip``. Whatever it
+is, the work happens in a staging folder inside the models folder (so the last step is a
+rename on one file system), the result is verified, and only then does it take its name:
+if anything fails, or the process is stopped, nothing is left behind and an installed
+model of the same name is untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.bundle import MANIFEST, load_bundle
+from ..core.errors import InputError
+from ..core.locations import DEFAULT_FILE, DEFAULT_MODEL, installed, models_dir, user_models_dir, valid_name
+from . import archive, fetch
+
+logger = logging.getLogger(__name__)
+
+#: A progress report: (what is being done, amount done, total amount or ``None``).
+Progress = Callable[[str, float, float | None], None]
+
+#: Prefixes of the folders an unfinished add or remove leaves (cleaned by the next one).
+STAGING, REMOVING = ".adding-", ".removing-"
+
+#: Kinds of source :func:`identify` tells apart.
+KINDS = ("hub", "hf-folder", "marian-folder", "marian-zip", "bundle", "archive", "url")
+
+
+@dataclass(frozen=True)
+class Source:
+    """What ``models add`` was given, and the name it installs under by default."""
+
+    kind: str
+    """One of :data:`KINDS`."""
+    location: str
+    """The hub id, path or URL."""
+    name: str
+    """The installed model's default folder name."""
+
+
+@dataclass(frozen=True)
+class AddOptions:
+    """How ``models add`` converts and installs."""
+
+    name: str | None = None
+    """Folder name of the installed model; ``None``: from the source (a hub id's model name,
+    a folder's or archive's name)."""
+    force: bool = False
+    """Replace an installed model of that name (it stays until the new one is complete)."""
+    folder: Path | None = None
+    """The models folder; ``None``: :func:`~edge_translator.core.locations.user_models_dir`."""
+    export: object = field(default=None)
+    """``toolchain.export.ExportOptions`` for sources that are converted (``None``: the
+    exporter's defaults, the int8r scheme with full validation)."""
+
+
+def _release_folder(path: Path) -> bool:
+    npz = [p for p in path.glob("*.npz") if not p.name.endswith(".optimizer.npz")]
+    return bool(npz) and (any(path.glob("*.vocab.yml")) or (path / "decoder.yml").is_file())
+
+
+def _clean_name(text: str) -> str:
+    name = "".join(c if c.isalnum() or c in "-_.+" else "-" for c in text).strip("-.")
+    return name[:128] or "model"
+
+
+def identify(source: str) -> Source:
+    """Tell what kind of model source ``source`` is.
+
+    Raises:
+        InputError: One line: it does not exist, or is none of the kinds, and what would be.
+    """
+    if fetch.is_url(source):
+        stem = fetch.file_name(source)
+        for suffix in (*archive.SUFFIXES, ".zip"):
+            if stem.lower().endswith(suffix):
+                stem = stem[: -len(suffix)]
+        return Source("url", source, _clean_name(stem))
+    path = Path(source).expanduser()
+    if path.is_file():
+        if archive.is_archive(path):
+            return Source("archive", str(path), _clean_name(path.name.split(".tar")[0].removesuffix(".tgz")))
+        if path.suffix.lower() == ".zip":
+            return Source("marian-zip", str(path), _clean_name(path.stem))
+        raise InputError(f"{path} is neither a packed bundle (.tar) nor a Marian release (.zip); give a "
+                         "model folder, a .tar made by `edge-translator models pack`, a release .zip or a hub id")
+    if path.is_dir():
+        name = _clean_name(path.resolve().name)
+        if (path / MANIFEST).is_file():
+            return Source("bundle", str(path), name)
+        if (path / "config.json").is_file():
+            return Source("hf-folder", str(path), name)
+        if _release_folder(path):
+            return Source("marian-folder", str(path), name)
+        raise InputError(f"{path} holds no model: a bundle has bundle.json, a Hugging Face model config.json "
+                         "and its weights, a Marian release a .npz with its vocab.yml and decoder.yml")
+    if path.exists():
+        raise InputError(f"{path} is not a file or a folder")
+    parts = source.split("/")
+    if len(parts) == 2 and all(parts) and not source.startswith((".", "~")) and "\\" not in source:
+        return Source("hub", source, _clean_name(parts[1]))
+    raise InputError(f"{source} does not exist; give a model folder, a .tar or .zip file, an https URL or a "
+                     "Hugging Face hub id such as Helsinki-NLP/opus-mt-en-zh")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def clean_leftovers(folder: Path) -> None:
+    """Remove what adds and removes stopped midway left in ``folder`` (their process is gone)."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith((STAGING, REMOVING)) or not entry.is_dir():
+            continue
+        pid = entry.name.split("-")[1] if entry.name.count("-") >= 2 else ""
+        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+            continue
+        logger.info("removing %s, left by a stopped add or remove", entry)
+        shutil.rmtree(entry, ignore_errors=True)
+
+
+def _copy_bundle(source: Path, dest: Path, progress: Progress | None) -> None:
+    """Copy a verified bundle's own files (manifest, listed files, card) and verify the copy."""
+    names = archive.bundle_members(source)
+    dest.mkdir()
+    total = sum((source / n).stat().st_size for n in names)
+    done = 0
+    for name in names:
+        shutil.copyfile(source / name, dest / name)
+        done += (dest / name).stat().st_size
+        if progress:
+            progress("copying", done, total)
+    load_bundle(dest)
+
+
+#: What a hub model's download takes: the config, the weights in either form, the tokenizer.
+HUB_FILES = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
+             "pytorch_model.bin", "source.spm", "target.spm", "vocab.json", "tokenizer_config.json", "README.md")
+
+
+def _hub_download(repo: str, progress: Progress | None) -> Path:
+    """A hub model's files through huggingface_hub (its cache, its resume), or one line why not."""
+    from ..core.errors import ExportError, require
+
+    hub = require("huggingface_hub", "convert")
+    from huggingface_hub import errors
+    if progress:
+        progress(f"downloading {repo} from the Hugging Face hub", 0, None)
+    try:
+        return Path(hub.snapshot_download(repo, allow_patterns=list(HUB_FILES)))
+    except (errors.RepositoryNotFoundError, errors.GatedRepoError) as exc:
+        raise ExportError(f"{repo} is not a model the Hugging Face hub lets this machine download "
+                          f"({type(exc).__name__}); check the id, or log in with `hf auth login`") from None
+    except Exception as exc:  # noqa: BLE001 - offline, no route, a proxy, a timeout: all mean the same here
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0][:200]
+        raise ExportError(f"the Hugging Face hub cannot be reached for {repo} ({reason}); on a machine with a "
+                          f"network, download the model folder (`hf download {repo} --local-dir DIR`), copy it "
+                          "here and run `edge-translator models add FOLDER`") from None
+
+
+def _convert(location: str, out: Path, name: str, options: AddOptions, progress: Progress | None) -> None:
+    from dataclasses import replace
+
+    from ..toolchain.export import ExportOptions, export
+
+    export_options = replace(options.export or ExportOptions(), force=True, name=name)
+    export(location, out, export_options, progress=progress)
+
+
+def add(source: str, options: AddOptions | None = None, progress: Progress | None = None) -> Path:
+    """Convert (when needed), verify and install a model; see the module docstring.
+
+    Args:
+        source: Hub id, folder, ``.tar``, ``.zip`` or https URL.
+        options: Name, replacement, where, and the conversion's options.
+        progress: Called as the work goes on.
+
+    Returns:
+        The installed bundle's folder.
+
+    Raises:
+        InputError: A source that is not a model, a bad name, or a name already installed.
+        EdgeTranslatorError: Whatever the download, unpacking, conversion or verification
+            refused (one line); nothing is installed then.
+    """
+    options = options or AddOptions()
+    folder = Path(options.folder) if options.folder else user_models_dir()
+    found = identify(source)
+    name = found.name if options.name is None else options.name
+    if not valid_name(name):
+        raise InputError(f"{name!r} cannot name a model folder; use letters, digits, '-', '_', '.' or '+' "
+                         "(--name NAME)")
+    final = folder / name
+    if final.exists() and not options.force:
+        raise InputError(f"a model called {name} is already installed ({final}); pass --force to replace it, "
+                         "or --name to add this one under another name")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"the models folder {folder} cannot be created ({exc.strerror or exc}); set "
+                         "EDGE_TRANSLATOR_MODELS_DIR to a writable folder") from None
+    clean_leftovers(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folder))
+    try:
+        bundle = staging / "bundle"
+        kind, location = found.kind, found.location
+        if kind == "url":
+            def fetched(done, total):
+                if progress:
+                    progress("downloading", done, total)
+            file = fetch.download(location, staging / fetch.file_name(location), fetched)
+            kind, location = identify(str(file)).kind, str(file)
+            if kind not in ("archive", "marian-zip"):
+                raise InputError(f"{source} is not a .tar or a .zip; give the address of a packed bundle or a "
+                                 "Marian release")
+        if kind == "archive":
+            archive.unpack(Path(location), bundle,
+                           (lambda done, total: progress("unpacking", done, total)) if progress else None)
+        elif kind == "bundle":
+            _copy_bundle(Path(location), bundle, progress)
+        else:
+            if kind == "hub":
+                location = str(_hub_download(location, progress))
+            _convert(location, bundle, name, options, progress)
+        load_bundle(bundle)
+        _install(bundle, final, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    logger.info("installed %s as %s", source, final)
+    return final
+
+
+def _install(bundle: Path, final: Path, staging: Path) -> None:
+    """Put the finished bundle at ``final``: renames only, the old one (if any) kept until then."""
+    old = None
+    if final.exists():
+        old = staging / "replaced"
+        os.replace(final, old)
+    try:
+        os.replace(bundle, final)
+    except BaseException:
+        if old is not None:
+            os.replace(old, final)
+        raise
+
+
+def remove(name: str, folder: Path | None = None) -> Path:
+    """Remove an installed model (and forget it as the default).
+
+    Raises:
+        InputError: If no model of that name is installed (the embedded ones cannot be removed).
+    """
+    folder = Path(folder) if folder else user_models_dir()
+    path = installed(name, folder)
+    if path is None:
+        if valid_name(name) and (models_dir() / name / MANIFEST).is_file():
+            raise InputError(f"{name} is embedded in edge-translator and cannot be removed")
+        raise InputError(f"no model called {name!r} is installed in {folder}; `edge-translator models list` "
+                         "shows them")
+    doomed = folder / f"{REMOVING}{os.getpid()}-{name}"
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+    default = folder / DEFAULT_FILE
+    if _read(default) == name:
+        default.unlink(missing_ok=True)
+    return path
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def set_default(name: str, folder: Path | None = None) -> Path:
+    """Make ``name`` (installed or embedded) the model calls without ``--model`` use.
+
+    Returns:
+        The default model's bundle folder.
+
+    Raises:
+        InputError: If no such model is installed or embedded.
+    """
+    folder = Path(folder) if folder else user_models_dir()
+    path = installed(name, folder)
+    if path is None and valid_name(name) and (models_dir() / name / MANIFEST).is_file():
+        path = models_dir() / name
+    if path is None:
+        raise InputError(f"no model called {name!r} is installed or embedded; `edge-translator models list` "
+                         "shows them")
+    load_bundle(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / DEFAULT_FILE
+    if name == DEFAULT_MODEL and path.parent == models_dir():
+        target.unlink(missing_ok=True)  # back to the built-in default
+        return path
+    tmp = folder / f".{DEFAULT_FILE}.{os.getpid()}"
+    tmp.write_text(name + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return path
+
