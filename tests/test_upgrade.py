@@ -63,7 +63,7 @@ def upgraded(tmp_path_factory):
     shutil.copytree(OLD, out)
     result = run_cli("upgrade", str(out))
     assert result.returncode == 0, result.stderr.decode()
-    assert "upgraded to 64-step activation codes" in result.stdout.decode()
+    assert "upgraded: 64-step activation codes" in result.stdout.decode()
     return out
 
 
@@ -146,11 +146,49 @@ def test_out_writes_a_new_bundle_and_leaves_the_old_one(old_copy, tmp_path):
     assert len(again.stderr.decode().strip().splitlines()) == 1 and "Traceback" not in again.stderr.decode()
 
 
-@pytest.mark.parametrize("case", ["not int8r", "corrupt", "missing"])
+def test_a_current_bundle_of_any_scheme_is_left_alone(tmp_path, tiny_int8):
+    target = tmp_path / "int8"
+    shutil.copytree(tiny_int8, target)
+    upgrade_bundle(target)  # the fixture's fused layer norms, if it still has them
+    before = _digests(target)
+    result = run_cli("upgrade", str(target))
+    assert result.returncode == 0 and "already current" in result.stdout.decode(), result.stderr.decode()
+    assert _digests(target) == before
+
+
+def test_fused_layer_norms_are_found_in_the_graphs_and_unfused(tmp_path):
+    """The embedded bundle's manifest says it is current (64-step codes); its graphs still hold
+    SkipLayerNormalization. The upgrade finds them in the graphs, writes them as Add and
+    LayerNormalization, and the bundle decodes exactly as before."""
+    from edge_translator.core.translator import DEFAULT_MODEL, models_dir
+
+    source = models_dir() / DEFAULT_MODEL
+    target = tmp_path / "embedded"
+    shutil.copytree(source, target)
+    assert not needs_upgrade(load_bundle(target).manifest)
+    fused = upgrade_module.fused_layer_norms(load_bundle(target))
+    assert fused > 0
+    report = upgrade_bundle(target)
+    assert report.upgraded and report.layer_norms == fused and report.row_quantizers == 0
+    assert upgrade_module.fused_layer_norms(load_bundle(target)) == 0
+    assert "SkipLayerNormalization" in load_bundle(target).manifest["upgraded"]["what"]
+    ops = {n.op_type for name in ("encoder", "decoder") for n in _graph(target, name).node}
+    assert "SkipLayerNormalization" not in ops and "LayerNormalization" in ops
+    sentences = SENTENCES + ["I would like two tickets to Shanghai, please.", "It is raining again."]
+    decoded = []
+    for directory in (source, target):
+        bundle = load_bundle(directory)
+        tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
+                                   bundle.pad_id)
+        sources = [tokenizer.encode(s, bundle.targets["zh-Hans"].id) for s in sentences]
+        decoded.append([h.ids for h in Seq2Seq.load(bundle, threads=1).greedy_all(sources, 32)])
+    assert decoded[0] == decoded[1]
+    assert not upgrade_bundle(target).upgraded  # twice changes nothing
+
+
+@pytest.mark.parametrize("case", ["corrupt", "missing"])
 def test_bad_bundles_get_one_line_and_nothing_is_written(case, tmp_path, tiny_int8, old_copy):
-    target = {"not int8r": tmp_path / "int8", "corrupt": old_copy, "missing": tmp_path / "nothing"}[case]
-    if case == "not int8r":
-        shutil.copytree(tiny_int8, target)
+    target = {"corrupt": old_copy, "missing": tmp_path / "nothing"}[case]
     if case == "corrupt":
         data = bytearray((target / "weights.bin").read_bytes())
         data[len(data) // 2] ^= 0xFF
@@ -160,7 +198,7 @@ def test_bad_bundles_get_one_line_and_nothing_is_written(case, tmp_path, tiny_in
     assert result.returncode == 3, result.stderr.decode()
     line = result.stderr.decode().strip()
     assert len(line.splitlines()) == 1 and line.startswith("edge-translator: error:") and "Traceback" not in line
-    assert {"not int8r": "only int8r bundles", "corrupt": "sha256", "missing": str(target)}[case] in line
+    assert {"corrupt": "sha256", "missing": str(target)}[case] in line
     assert (_digests(target) if target.exists() else None) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"int8", "old"} & {p.name for p in tmp_path.iterdir()})
 

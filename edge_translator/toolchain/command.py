@@ -141,8 +141,8 @@ def add_parsers(sub) -> None:
                     "and count the sentences that come out as with the whole vocabulary")
     cu.set_defaults(func=cmd_shortlist_curve)
 
-    up = sub.add_parser("upgrade", help="bring an int8r bundle exported before the 64-step activation codes up to "
-                        "date, offline (extra 'export': onnx)")
+    up = sub.add_parser("upgrade", help="bring a bundle made by an earlier exporter up to date, offline: int8r "
+                        "activation codes of 127 steps, fused SkipLayerNormalization (extra 'convert': onnx)")
     up.add_argument("bundle", help="bundle directory; replaced once the upgraded bundle is complete and loads")
     up.add_argument("--out", help="write the upgraded bundle to this new directory instead, leaving BUNDLE as it is")
     up.set_defaults(func=cmd_upgrade)
@@ -400,13 +400,18 @@ def cmd_shortlist_curve(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    """Rewrite an int8r bundle's activation codes from 127 to 64 steps (see toolchain.upgrade)."""
+    """Bring a bundle's graphs up to date (see toolchain.upgrade)."""
     from .upgrade import upgrade_bundle
 
     report = upgrade_bundle(args.bundle, args.out)
     if not report.upgraded:
-        print(f"{report.path}: already current (int8r, 64-step activation codes); nothing to do")
+        print(f"{report.path}: already current (no 127-step int8r codes, no fused layer norms); nothing to do")
     else:
-        print(f"{report.path}: upgraded to 64-step activation codes ({report.row_quantizers} row quantizers, "
-              f"{report.matmuls} integer matmuls); the weights are unchanged")
+        done = []
+        if report.row_quantizers or report.matmuls:
+            done.append(f"64-step activation codes ({report.row_quantizers} row quantizers, {report.matmuls} "
+                        "integer matmuls)")
+        if report.layer_norms:
+            done.append(f"{report.layer_norms} fused layer norms written as Add and LayerNormalization")
+        print(f"{report.path}: upgraded: {'; '.join(done)}; the weights are unchanged")
     return 0

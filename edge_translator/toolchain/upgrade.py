@@ -1,4 +1,5 @@
-"""Bring an int8r bundle exported before the 64-step activation codes up to date, in place.
+"""Bring a bundle made by an earlier exporter up to date, in place: int8r activation codes of
+127 steps, and fused ``SkipLayerNormalization`` nodes, each found in the bundle itself.
 
 int8r bundles exported before ``activation_code_peak: 64`` quantize each row of activations
 to 127 steps around a zero point of 128 (codes 0..255). x86 CPUs without VNNI (AVX2, and
@@ -7,9 +8,10 @@ such products do not fit, so on those CPUs those bundles compute some products w
 and their outputs differ from a VNNI machine's. Today's exporter uses 64 steps around 64
 (see :data:`.onnxbuild.ROW_CODE_UNIT`).
 
-The weights themselves do not change: only the constants around them do (and each
+The weights themselves do not change: only the constants around them do, and each
 ``SkipLayerNormalization`` becomes the ``Add`` and ``LayerNormalization`` that the exporter
-now writes). Every
+now writes (found by reading the graphs, whatever the manifest says and whatever the
+scheme: the fused kernel is slower on ONNX Runtime's CPU). Every
 ``QuantizeLinear`` that makes row codes gets the unit 1/64 and the zero point 64, every
 ``MatMulIntegerToFloat`` the zero point 64, and each weight-scale vector (stored divided by
 127) is rescaled to the weight scale divided by 64. The result is the graph today's exporter
@@ -54,12 +56,23 @@ class UpgradeReport:
     """``QuantizeLinear`` nodes whose unit and zero point changed."""
     matmuls: int = 0
     """``MatMulIntegerToFloat`` nodes whose activation zero point and weight scale changed."""
+    layer_norms: int = 0
+    """``SkipLayerNormalization`` nodes written as ``Add`` and ``LayerNormalization``."""
 
 
 def needs_upgrade(manifest: dict) -> bool:
     """Whether a bundle's manifest describes int8r codes of 127 steps (made before the change)."""
     quantization = manifest.get("quantization") or {}
     return quantization.get("mode") == "rowwise" and quantization.get("activation_code_peak") != 64
+
+
+def fused_layer_norms(bundle) -> int:
+    """``SkipLayerNormalization`` nodes in a bundle's graphs (read from the graphs themselves)."""
+    import onnx
+
+    specs = [s for s in (bundle.encoder, bundle.decoder, bundle.projection, bundle.shortlist_graph) if s is not None]
+    return sum(node.op_type == "SkipLayerNormalization"
+               for spec in specs for node in onnx.load(str(bundle.file(spec.file)), load_external_data=False).graph.node)
 
 
 def upgrade_bundle(path: str | Path, out: str | Path | None = None) -> UpgradeReport:
@@ -83,11 +96,13 @@ def upgrade_bundle(path: str | Path, out: str | Path | None = None) -> UpgradeRe
     source = Path(path)
     bundle = load_bundle(source)  # refuses a missing or corrupt bundle with a one-line error
     manifest = bundle.manifest
-    mode = (manifest.get("quantization") or {}).get("mode")
-    if mode != "rowwise":
-        raise BundleError(f"{source} is a {bundle.scheme} bundle: only int8r bundles have activation codes to "
-                          "upgrade")
-    if not needs_upgrade(manifest):
+    codes = needs_upgrade(manifest)
+    try:
+        fused = fused_layer_norms(bundle)
+    except Exception as exc:  # noqa: BLE001 - onnx's parse errors are many
+        raise BundleError(f"{source}: a graph cannot be read ({str(exc).splitlines()[0] if str(exc) else exc}); "
+                          "export the model again") from None
+    if not codes and not fused:
         return UpgradeReport(source, upgraded=False)
     target = Path(out) if out is not None else source
     if out is not None and target.exists():
@@ -101,13 +116,13 @@ def upgrade_bundle(path: str | Path, out: str | Path | None = None) -> UpgradeRe
     if out is None:
         shutil.copymode(source, staging)
     try:
-        models, counts = {}, [0, 0]
+        models, counts = {}, [0, 0, 0]
         for name, spec in (("encoder", bundle.encoder), ("decoder", bundle.decoder)):
             model = onnx.load(str(bundle.file(spec.file)), load_external_data=True)
-            quantizers, matmuls = rewrite_codes(model, str(bundle.file(spec.file)))
-            unfuse_layer_norms(model)
+            quantizers, matmuls = rewrite_codes(model, str(bundle.file(spec.file))) if codes else (0, 0)
             counts[0] += quantizers
             counts[1] += matmuls
+            counts[2] += unfuse_layer_norms(model)
             models[Path(spec.file).stem] = model
         weights_file = _weights_file(manifest)
         files, shared = save_shared(models, staging, weights_file)
@@ -117,15 +132,15 @@ def upgrade_bundle(path: str | Path, out: str | Path | None = None) -> UpgradeRe
             if not (staging / entry.name).exists() and entry.name != MANIFEST:
                 copy = shutil.copytree if entry.is_dir() else shutil.copyfile
                 copy(entry, staging / entry.name)
-        manifest = _upgraded_manifest(manifest, staging, shared.stored, shared.referenced)
+        manifest = _upgraded_manifest(manifest, staging, shared.stored, shared.referenced, codes, counts[2])
         _write_manifest(staging, manifest)
         load_bundle(staging)
         _replace(staging, target, in_place=out is None)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    logger.info("upgraded %s: %d row quantizers, %d integer matmuls", target, *counts)
-    return UpgradeReport(target, True, counts[0], counts[1])
+    logger.info("upgraded %s: %d row quantizers, %d integer matmuls, %d layer norms", target, *counts)
+    return UpgradeReport(target, True, *counts)
 
 
 def unfuse_layer_norms(model) -> int:
@@ -240,22 +255,27 @@ def _weights_file(manifest: dict) -> str:
     return others[0] if len(others) == 1 else "weights.bin"
 
 
-def _upgraded_manifest(manifest: dict, staging: Path, stored: int, referenced: int) -> dict:
+def _upgraded_manifest(manifest: dict, staging: Path, stored: int, referenced: int, codes: bool,
+                       layer_norms: int) -> dict:
     import onnx
 
     from .. import __version__
     from ..core.sessions import onnxruntime
 
     manifest = dict(manifest)
-    quantization = dict(manifest["quantization"])
-    current = QuantizeOptions(mode="rowwise").as_manifest()
-    for key in ("activations", "activation_code_peak"):
-        quantization[key] = current[key]
-    manifest["quantization"] = quantization
+    what = []
+    if codes:
+        quantization = dict(manifest["quantization"])
+        current = QuantizeOptions(mode="rowwise").as_manifest()
+        for key in ("activations", "activation_code_peak"):
+            quantization[key] = current[key]
+        manifest["quantization"] = quantization
+        what.append(f"int8r activation codes of {OLD_PEAK} steps around {OLD_ZERO_POINT} rewritten to "
+                    f"{ROW_ZERO_POINT} steps around {ROW_ZERO_POINT}")
+    if layer_norms:
+        what.append(f"{layer_norms} SkipLayerNormalization nodes written as Add and LayerNormalization")
     manifest["upgraded"] = {"edge-translator": __version__, "onnx": onnx.__version__,
-                            "onnxruntime": onnxruntime().__version__,
-                            "what": f"int8r activation codes of {OLD_PEAK} steps around {OLD_ZERO_POINT} rewritten to "
-                                    f"{ROW_ZERO_POINT} steps around {ROW_ZERO_POINT}; weights unchanged"}
+                            "onnxruntime": onnxruntime().__version__, "what": "; ".join(what) + "; weights unchanged"}
     validation = dict(manifest.get("validation") or {})
     for key in ("int8_agreement", "batch_invariance"):  # measured on the graphs before the upgrade
         if key in validation:
