@@ -153,31 +153,6 @@ def _copy_bundle(source: Path, dest: Path, progress: Progress | None) -> None:
     load_bundle(dest)
 
 
-#: What a hub model's download takes: the config, the weights in either form, the tokenizer.
-HUB_FILES = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
-             "pytorch_model.bin", "source.spm", "target.spm", "vocab.json", "tokenizer_config.json", "README.md")
-
-
-def _hub_download(repo: str, progress: Progress | None) -> Path:
-    """A hub model's files through huggingface_hub (its cache, its resume), or one line why not."""
-    from ..core.errors import ExportError, require
-
-    hub = require("huggingface_hub", "convert")
-    from huggingface_hub import errors
-    if progress:
-        progress(f"downloading {repo} from the Hugging Face hub", 0, None)
-    try:
-        return Path(hub.snapshot_download(repo, allow_patterns=list(HUB_FILES)))
-    except (errors.RepositoryNotFoundError, errors.GatedRepoError) as exc:
-        raise ExportError(f"{repo} is not a model the Hugging Face hub lets this machine download "
-                          f"({type(exc).__name__}); check the id, or log in with `hf auth login`") from None
-    except Exception as exc:  # noqa: BLE001 - offline, no route, a proxy, a timeout: all mean the same here
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0][:200]
-        raise ExportError(f"the Hugging Face hub cannot be reached for {repo} ({reason}); on a machine with a "
-                          f"network, download the model folder (`hf download {repo} --local-dir DIR`), copy it "
-                          "here and run `edge-translator models add FOLDER`") from None
-
-
 def _convert(location: str, out: Path, name: str, options: AddOptions, progress: Progress | None) -> None:
     from dataclasses import replace
 
@@ -238,9 +213,7 @@ def add(source: str, options: AddOptions | None = None, progress: Progress | Non
                            (lambda done, total: progress("unpacking", done, total)) if progress else None)
         elif kind == "bundle":
             _copy_bundle(Path(location), bundle, progress)
-        else:
-            if kind == "hub":
-                location = str(_hub_download(location, progress))
+        else:  # a hub id is fetched by the exporter, through huggingface_hub's cache
             _convert(location, bundle, name, options, progress)
         load_bundle(bundle)
         _install(bundle, final, staging)
