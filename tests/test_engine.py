@@ -418,23 +418,58 @@ def _requests(parts, count, seed, limit):
     return [Request(tuple(tokenizer.encode(s, target)), limit) for s in english_sentences(count, seed=seed)]
 
 
+class _HoldAt:
+    """A decoder session that holds its ``at``-th call until :attr:`release` is set."""
+
+    def __init__(self, inner, at: int):
+        self.inner, self.at, self.calls = inner, at, 0
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _count(self) -> None:
+        self.calls += 1
+        if self.calls == self.at:
+            self.reached.set()
+            self.release.wait(30)
+
+    def run(self, *args, **kwargs):
+        self._count()
+        return self.inner.run(*args, **kwargs)
+
+    def run_with_iobinding(self, *args, **kwargs):
+        self._count()
+        return self.inner.run_with_iobinding(*args, **kwargs)
+
+
 def _decode_while_a_batch_runs(bundle_dir, continuous: bool):
     """A batch with one short row and three long ones; once the short one is out, a second
-    submission of two rows arrives. Returns the engine's stats and the second's outcomes."""
+    submission of two rows arrives. Returns the engine's stats and the second's outcomes.
+
+    The decoder is held at its third step (the short row has taken its two) until the
+    second submission is queued, so the long rows cannot finish first however slow the
+    test thread is."""
     from edge_translator.core.bundle import load_bundle
     from edge_translator.core.tokenizer import Tokenizer
 
     bundle = load_bundle(bundle_dir)
     tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
                                bundle.pad_id)
-    parts = (bundle, tokenizer, Seq2Seq.load(bundle, threads=1))
-    engine = Engine(parts[2], EngineOptions(continuous=continuous, min_new_tokens=60))
+    loaded = Seq2Seq.load(bundle, threads=1)
+    held = _HoldAt(loaded.decoder, 3)
+    parts = (bundle, tokenizer, loaded)
+    engine = Engine(Seq2Seq(loaded.encoder, held, bundle, loaded.normalizer), EngineOptions(continuous=continuous,
+                                                                                          min_new_tokens=60))
     first = _requests(parts, 4, 50, 60)
     first[0] = Request(first[0].source, 2)
     late = _requests(parts, 2, 51, 8)
     a = engine.submit(first)
     a.get(0, timeout=30)  # the short row is out; the long ones have about 58 steps to go
+    assert held.reached.wait(30)
     b = engine.submit(late)
+    wait_until(lambda: engine.queued == len(late), 30, "the late rows to be queued")
+    held.release.set()
     second = [b.get(k, timeout=30) for k in range(len(late))]
     rest = list(a.in_order(timeout=60))
     stats = engine.stats()

@@ -101,11 +101,14 @@ def test_bad_worker_counts_are_refused(tiny_fp32, fp32_parts):
 
 def test_close_finishes_every_workers_batches_and_stops_them(fp32_parts):
     models, _ = _workers(fp32_parts, 2)
+    before = set(threading.enumerate())  # other tests' engines may still be winding down
     engine = Engine(models, EngineOptions(max_batch_size=2))
     ticket = engine.submit(_requests(fp32_parts, 12, seed=3), Priority.BULK)
+    mine = [t for t in threading.enumerate() if t.name.startswith("edge-translator-engine") and t not in before]
+    assert len(mine) == 2
     engine.close(timeout=60)
     assert ticket.done and len(list(ticket.completed(1))) == 12
-    assert not any(t.is_alive() for t in threading.enumerate() if t.name.startswith("edge-translator-engine"))
+    assert not any(t.is_alive() for t in mine)
 
 
 def test_a_failing_batch_on_one_worker_fails_its_caller_only(fp32_parts):

@@ -35,7 +35,9 @@ EXPORT=${EXPORT:-$REPO/.venv/bin/edge-translator}
 ORT_VERSION=1.32.0
 PINS=(numpy==2.4.6 "onnxruntime==$ORT_VERSION" sentencepiece==0.2.3
       pytest==9.2.0 iniconfig==2.3.1 packaging==26.4 pluggy==1.7.0 pygments==2.21.0
-      hypothesis==6.170.17 sortedcontainers==2.4.0)
+      hypothesis==6.170.17 sortedcontainers==2.4.0
+      # the "convert" extra, which converts a model on the board without PyTorch (step b2)
+      onnx==1.23.2 protobuf==7.36.2 ml_dtypes==0.7.0 typing_extensions==4.16.0 pyyaml==6.0.4)
 
 # The core's tests that import only the core, numpy, onnxruntime, sentencepiece, pytest
 # (and hypothesis, a pure-Python test library, for test_text.py). test_engine.py also
@@ -115,6 +117,25 @@ for cpu in $CPUS; do
         FAIL=1; status+=("cli FAILED rc=$rc: '$out' (see $WORK/logs/cli-$cpu.err)")
     fi
     log "$cpu cli: rc=$rc $out"
+
+    # b2. a model converted on the board itself (the convert extra: no PyTorch), then used:
+    # the tiny Hugging Face fixture into an int8r bundle, whose weights must be the x86
+    # export's byte for byte, and a translation with it
+    t1=$SECONDS
+    set +e
+    (cd "$REPO" && "$PY" -m edge_translator.cli export tests/fixtures/tiny-marian "$WORK/tiny-conv-$cpu" --force) \
+        >"$WORK/logs/convert-$cpu.log" 2>&1
+    rc=$?
+    conv=$(cd "$REPO" && "$PY" -m edge_translator.cli translate --model "$WORK/tiny-conv-$cpu" "Hello world." \
+        2>>"$WORK/logs/convert-$cpu.log")
+    rc2=$?; set -e
+    same=$(python3 -c 'import json, sys; a, b = (json.load(open(p + "/bundle.json"))["files"] for p in sys.argv[1:]); print("identical" if all(a[k]["sha256"] == b[k]["sha256"] for k in ("weights.bin", "encoder.onnx", "decoder.onnx")) else "DIFFERENT")' "$WORK/tiny-conv-$cpu" "$WORK/tiny-int8r" 2>&1 || true)
+    if [ $rc = 0 ] && [ $rc2 = 0 ] && [ -n "$conv" ] && [ "$same" = identical ]; then
+        status+=("convert on $cpu: ok ($((SECONDS - t1))s), graphs and weights identical to the x86 export; translated: $conv")
+    else
+        FAIL=1; status+=("convert on $cpu FAILED rc=$rc/$rc2, files $same (see $WORK/logs/convert-$cpu.log)")
+    fi
+    log "$cpu convert: rc=$rc/$rc2 $same"
 
     # c. block-quantized parity with x86, and the slow-path warning
     t1=$SECONDS
