@@ -41,8 +41,8 @@ def add_parsers(sub) -> None:
     ex.add_argument("--restrict-output", action="store_true",
                     help="compute logits only for target-side pieces (fewer bytes per step)")
     ex.add_argument("--parity-tolerance", type=float, metavar="FACTOR",
-                    help="the FP32 graphs' logits may differ from PyTorch float64 by FACTOR times what "
-                    "PyTorch float32's do, plus 1e-4 (default 4)")
+                    help="the FP32 graphs' logits may differ from float64 by FACTOR times what "
+                    "float32's do, plus 1e-4 (default 4)")
     ex.add_argument("--shortlist", action="store_true",
                     help="also store a vocabulary shortlist: per source piece, the target pieces a translation "
                     "may need (the runtime then computes fewer output rows)")
@@ -113,7 +113,7 @@ def add_parsers(sub) -> None:
     ev.set_defaults(func=cmd_eval)
 
     sl = sub.add_parser("shortlist", help="give an existing bundle a vocabulary shortlist (or count its lists "
-                        "again), offline, without the PyTorch weights (extra 'export': onnx)")
+                        "again), offline, without the PyTorch weights (extra 'convert')")
     sl.add_argument("bundle", help="bundle directory (fp32, int8 or int8r); replaced once the new one is complete")
     sl.add_argument("--out", help="write the new bundle to this new directory instead, leaving BUNDLE as it is")
     sl.add_argument("--corpus", metavar="FILE", help="count the lists on these pairs (TSV: en<TAB>zh, or Tatoeba's "
@@ -205,8 +205,9 @@ def _print_summary(out: Path) -> None:
     print(f"wrote {out} ({size / 1e6:.1f} MB, quantization {bundle.quantization['mode']})")
     parity = validation.get("fp32_parity")
     if parity:
-        print(f"FP32 vs PyTorch: max |logit diff| {parity['max_abs_logit_diff']:.2e} against float64, where PyTorch "
-              f"float32 differs by {parity.get('torch_fp32_max_abs_logit_diff', float('nan')):.2e} "
+        own = parity.get("reference_fp32_max_abs_logit_diff", parity.get("torch_fp32_max_abs_logit_diff", float("nan")))
+        print(f"FP32 graphs: max |logit diff| {parity['max_abs_logit_diff']:.2e} against float64, where float32 "
+              f"differs by {own:.2e} "
               f"(allowed {parity.get('allowed_abs_logit_diff', float('nan')):.2e}), over {parity['sentences']} sentences")
     agreement = validation.get("shortlist_agreement")
     if agreement:

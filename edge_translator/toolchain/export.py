@@ -1,9 +1,11 @@
-"""Export a Hugging Face MarianMT model into a verified edge-translator bundle.
+"""Export a Marian model (a Hugging Face folder or hub id, or a Marian release) into a verified bundle.
 
-Export = load, build, validate, quantize, check, save. The bundle is written to a
-staging directory beside OUT and moved into place only when every check has passed, so
-a failed export never leaves a half-written bundle, and an existing OUT is replaced
-only with ``force``.
+Export = read, build, validate, quantize, check, save, with numpy, onnx and ONNX Runtime
+alone: the checkpoint is read by :mod:`.sources` and the float32 graphs are proved against
+a float64 numpy implementation of the model (:mod:`.reference`), so no PyTorch is needed.
+The bundle is written to a staging directory beside OUT and moved into place only when
+every check has passed, so a failed export never leaves a half-written bundle, and an
+existing OUT is replaced only with ``force``.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from ..core.errors import ExportError
 from ..core.graphio import decoder_io, encoder_io, projection_io, shortlist_io
 from ..core.tokenizer import Tokenizer
 from .graphs import write_graphs
-from .marian import MarianWeights, extract_weights, load_model
+from .marian import MarianWeights
 from .onnxbuild import OPSET
 from .outputgraphs import shortlist_kind
 from .quantize import QuantizeOptions, check_int8, runtime_requirements
 from .shortlist import DEFAULT_FREQUENT, DEFAULT_TOP_K, ShortlistOptions
-from .validate import PARITY_FACTOR, PARITY_FLOOR, logits_parity
+from .sources import check_source, open_source
+from .validate import PARITY_FACTOR, PARITY_FLOOR, logits_parity_numpy
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +50,12 @@ class ExportOptions:
     name: str | None = None
     """Model name recorded in the manifest; defaults to the source directory's name."""
     validate: bool = True
-    """Compare with PyTorch and measure INT8 agreement (turn off only for debugging)."""
+    """Compare with the float64 reference and measure INT8 agreement (off only for debugging)."""
     parity_tolerance: float = PARITY_FACTOR
-    """How many times PyTorch float32's own logit error (against float64) the FP32 graphs may
-    show on this model, on top of ``parity_floor``."""
+    """How many times the float32 reference's own logit error (against float64) the FP32
+    graphs may show on this model, on top of ``parity_floor``."""
     parity_floor: float = PARITY_FLOOR
-    """Absolute logit error the FP32 graphs may always show, however exact PyTorch is."""
+    """Absolute logit error the FP32 graphs may always show, however exact float32 is."""
     restrict_output: bool = False
     """Compute logits only for target-side pieces (those of ``target.spm``, plus ``</s>`` and
     ``<unk>``): the output layer reads fewer bytes per step. Measure on a trained model
@@ -85,7 +88,7 @@ def _versions() -> dict[str, str]:
     from importlib import metadata
 
     versions = {}
-    for package in ("edge-translator", "onnx", "onnxruntime", "torch", "transformers", "sentencepiece", "numpy"):
+    for package in ("edge-translator", "onnx", "onnxruntime", "sentencepiece", "numpy"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -198,20 +201,28 @@ def _open(directory: Path, manifest: dict) -> tuple[Seq2Seq, Tokenizer]:
     return Seq2Seq.load(bundle), tokenizer
 
 
-def export(src: str | Path, out: str | Path, options: ExportOptions | None = None) -> Path:
+#: The stages :func:`export` reports to its ``progress`` callback, in order.
+STAGES = ("reading the checkpoint", "building the float32 graphs", "checking them against float64",
+          "quantizing", "checking the quantized graphs", "counting the shortlist", "writing the bundle")
+
+
+def export(src: str | Path, out: str | Path, options: ExportOptions | None = None, progress=None) -> Path:
     """Export, validate and save a bundle.
 
     Args:
-        src: A local Hugging Face MarianMT directory (or a hub id, when online).
+        src: A local Hugging Face MarianMT directory, a Marian release (folder or ``.zip``),
+            or a hub id (downloaded through huggingface_hub's cache when online).
         out: The bundle directory to create.
         options: Quantization, overwrite and validation settings.
+        progress: Called with (stage, stage number, number of stages) as the work goes on
+            (:data:`STAGES`).
 
     Returns:
         The bundle directory.
 
     Raises:
         ExportError: If the source is unusable, OUT exists without ``force``, OUT is not
-            writable, the FP32 graphs are less exact than PyTorch float32 (see
+            writable, the FP32 graphs are less exact than a float32 reference (see
             :func:`logits_parity_checked`), or a weight is not quantized as asked.
         InputError: If ``shortlist_corpus`` is missing, unreadable, empty or not a pairs TSV
             (checked before anything is built).
@@ -219,21 +230,24 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
     options = options or ExportOptions()
     quant = options.quantize
     out = Path(out)
-    from .marian import check_source_dir, looks_local
+    check_source(src)  # a missing file fails at once, before the long work
 
-    if Path(src).exists() or looks_local(str(src)):
-        check_source_dir(Path(src))
+    def stage(name: str) -> None:
+        if progress is not None:
+            progress(name, STAGES.index(name), len(STAGES))
+
     corpus = None
     if options.shortlist and options.shortlist_corpus is not None:
         from .shortlist import read_corpus
 
         corpus = read_corpus(options.shortlist_corpus)  # before the long work: a bad file fails at once
     staging = _prepare_out(out, options.force)
+    scratch = Path(tempfile.mkdtemp(prefix="edge-translator-source-"))
     try:
-        model, local = load_model(src)
-        weights = extract_weights(model, str(src))
+        stage("reading the checkpoint")
+        weights, local = open_source(src, scratch)
         vocab = json.loads((local / "vocab.json").read_text(encoding="utf-8"))
-        name = options.name or Path(str(src)).name
+        name = options.name or (Path(str(src)).stem if str(src).lower().endswith(".zip") else Path(str(src)).name)
         manifest = _manifest(name, local, weights, vocab, quant, _generation(local, weights))
         target_id = manifest["targets"][manifest["default_target"]]["id"]
         output_ids = None
@@ -252,16 +266,21 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
             if quant.bits is not None and output_ids is not None:
                 raise ExportError(f"a restricted output layer works with int8 and float32 bundles, not {quant.mode}")
             for directory in {staging, fp32_dir}:
-                for file in ("source.spm", "target.spm", "vocab.json"):
+                for file in ("source.spm", "target.spm"):
                     shutil.copyfile(local / file, directory / file)
+                # written, not copied: one form whatever the source's spacing, so that the same
+                # model gives the same bundle from a Hugging Face folder and from a Marian release
+                (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
             fp32_manifest = dict(manifest, quantization={"mode": "none"})
             fp32_manifest.pop("output_vocabulary", None)
             reference_dir = staging if quant.mode == "none" and output_ids is None and not split else fp32_dir
+            stage("building the float32 graphs")
             written = write_graphs(weights, QuantizeOptions(mode="none"), reference_dir)
             fp32_model, tokenizer = _open(reference_dir, fp32_manifest)
             validation: dict = {}
             if options.validate:
-                parity = logits_parity_checked(model, fp32_model, tokenizer, target_id, options.parity_tolerance,
+                stage("checking them against float64")
+                parity = logits_parity_checked(weights, fp32_model, tokenizer, target_id, options.parity_tolerance,
                                                options.parity_floor)
                 validation["fp32_parity"] = parity
             if quant.mode == "none" and split:
@@ -274,6 +293,7 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
 
                 validation["restriction_agreement"] = int8_agreement(fp32_model, restricted, tokenizer, target_id)
             if quant.mode != "none":
+                stage("quantizing")
                 written = _quantize(weights, quant, fp32_dir, staging, fp32_model, tokenizer, target_id,
                                     output_ids, split)
                 if split:
@@ -281,6 +301,7 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                 check_int8(written.files, quant)
                 validation["int8_check"] = {"passed": True, "quantized_nodes": len(written.quantized_nodes)}
                 if options.validate:
+                    stage("checking the quantized graphs")
                     int8_model, _ = _open(staging, manifest)
                     from .validate import batch_invariance, int8_agreement
 
@@ -290,11 +311,13 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
                                    "referenced_bytes": written.referenced_bytes}
             manifest["validation"] = validation
             if options.shortlist:
+                stage("counting the shortlist")
                 manifest["shortlist"] = _shortlist(staging, manifest, options, corpus, target_id)
                 shortlisted, _ = _open(staging, manifest)
                 from .validate import shortlist_agreement
 
                 validation["shortlist_agreement"] = shortlist_agreement(shortlisted, tokenizer, target_id)
+            stage("writing the bundle")
             _write_manifest(staging, manifest)
         load_bundle(staging)
         if out.exists():
@@ -303,6 +326,8 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     logger.info("exported %s to %s", src, out)
     return out
 
@@ -323,9 +348,10 @@ def _shortlist(staging: Path, manifest: dict, options: ExportOptions, corpus, ta
                                 options.shortlist_options())
 
 
-def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int,
+def logits_parity_checked(weights: MarianWeights, fp32_model: Seq2Seq, tokenizer: Tokenizer, target_id: int,
                           factor: float = PARITY_FACTOR, floor: float = PARITY_FLOOR) -> dict:
-    """Run :func:`.validate.logits_parity` and fail the export unless the graphs are as exact as PyTorch.
+    """Run :func:`.validate.logits_parity_numpy` and fail the export unless the graphs are as
+    exact as a float32 implementation of the model.
 
     Returns:
         The ``validation.fp32_parity`` block of ``bundle.json``.
@@ -333,12 +359,12 @@ def logits_parity_checked(model, fp32_model: Seq2Seq, tokenizer: Tokenizer, targ
     Raises:
         ExportError: One line naming the measured errors, the allowed bound and the way out.
     """
-    report = logits_parity(model, fp32_model, tokenizer, target_id)
+    report = logits_parity_numpy(weights, fp32_model, tokenizer, target_id)
     problems = report.problems(factor, floor)
     if problems:
         raise ExportError(
             f"{'; '.join(problems)}: the export is likely wrong for this model; please report it, or allow "
-            f"FACTOR times PyTorch's own error with --parity-tolerance FACTOR (now {factor:g})"
+            f"FACTOR times the float32 reference's own error with --parity-tolerance FACTOR (now {factor:g})"
         )
     return report.as_manifest(factor, floor)
 

@@ -1,16 +1,16 @@
-"""Prove an exported bundle computes what PyTorch computes, and measure what INT8 changes.
+"""Prove an exported bundle computes what the model computes, and measure what INT8 changes.
 
-* Logits parity: the FP32 graphs and PyTorch's own float32 run are both measured against
-  the same model in float64, on varied sentences, with all decoder tokens at once and step
-  by step through the K/V cache. A model with large activations amplifies rounding, so
-  the graphs are judged against PyTorch's float32 error on that model, not a fixed figure.
-* Greedy agreement: the FP32 graphs choose PyTorch's greedy tokens, except at float ties.
+* Logits parity: the FP32 graphs and a float32 run of the numpy reference
+  (:mod:`.reference`) are both measured against the reference in float64, on varied
+  sentences, with all decoder tokens at once and step by step through the K/V cache. A
+  model with large activations amplifies rounding, so the graphs are judged against float32's own error on that model, not a fixed figure.
+* Greedy agreement: the FP32 graphs choose the float32 reference's greedy tokens, except
+  at float ties.
 * INT8 agreement: greedy output of the INT8 graphs against the FP32 graphs.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import dataclass
 
@@ -19,14 +19,15 @@ import numpy as np
 from ..core.decode import Seq2Seq
 from ..core.graphio import ATTENTION_MASK, INPUT_IDS, LAST_HIDDEN_STATE
 from ..core.tokenizer import Tokenizer
+from .marian import MarianWeights
 
 logger = logging.getLogger(__name__)
 
-#: The FP32 graphs may differ from float64 by this many times what PyTorch float32 does.
+#: The FP32 graphs may differ from float64 by this many times what the float32 reference does.
 #: Correct graphs measure 1.0-1.3 times (most of float32's error on a large-activation
 #: model is shared by both); a missing attention or embedding scale 1,000 times and more.
 PARITY_FACTOR = 4.0
-#: ... plus this absolute floor, so that a model whose PyTorch float32 error is tiny
+#: ... plus this absolute floor, so that a model whose float32 reference error is tiny
 #: (3e-6 for well-scaled weights) is held to the 1e-4 that float32 graphs reliably meet.
 PARITY_FLOOR = 1e-4
 
@@ -56,39 +57,39 @@ class Divergence:
 
     sentence: int
     step: int
-    torch_token: int
+    reference_token: int
     onnx_token: int
     shortfall: float
     """How far the float64 logit of the worse of the two tokens lies below float64's best."""
 
     def as_manifest(self) -> dict:
         """One entry of ``validation.fp32_parity.greedy.divergences``."""
-        return {"sentence": self.sentence, "step": self.step, "torch_token": self.torch_token,
+        return {"sentence": self.sentence, "step": self.step, "reference_token": self.reference_token,
                 "onnx_token": self.onnx_token, "fp64_shortfall": self.shortfall}
 
 
 @dataclass(frozen=True)
 class ParityReport:
-    """Largest absolute differences between the FP32 graphs, PyTorch float32 and float64."""
+    """Largest absolute differences between the FP32 graphs, float32 reference and float64."""
 
     sentences: int
     decoder_tokens: int
-    torch_logit_error: float
-    """PyTorch float32 against float64: how much this model amplifies rounding."""
+    fp32_logit_error: float
+    """float32 reference against float64: how much this model amplifies rounding."""
     onnx_logit_error_full: float
     """FP32 graphs against float64, all decoder tokens in one call, empty cache."""
     onnx_logit_error_cached: float
     """FP32 graphs against float64, one token per call through the K/V cache."""
-    onnx_torch_logit_diff: float
-    """FP32 graphs against PyTorch float32 directly (full and cached)."""
-    torch_hidden_error: float
-    """Encoder output of PyTorch float32 against float64, over real (unpadded) positions."""
+    onnx_fp32_logit_diff: float
+    """FP32 graphs against float32 reference directly (full and cached)."""
+    fp32_hidden_error: float
+    """Encoder output of float32 reference against float64, over real (unpadded) positions."""
     onnx_hidden_error: float
     """Encoder output of the FP32 graphs against float64, over real positions."""
     greedy_steps: int
     """Greedy tokens compared per sentence."""
     divergences: tuple[Divergence, ...]
-    """For each sentence whose greedy tokens differ from PyTorch's, the first such step."""
+    """For each sentence whose greedy tokens differ from the float32 reference's, the first such step."""
 
     @property
     def onnx_logit_error(self) -> float:
@@ -96,16 +97,16 @@ class ParityReport:
         return max(self.onnx_logit_error_full, self.onnx_logit_error_cached)
 
     def bound(self, factor: float, floor: float) -> float:
-        """The largest FP32-graph logit error accepted: ``factor`` × PyTorch's own + ``floor``."""
-        return factor * self.torch_logit_error + floor
+        """The largest FP32-graph logit error accepted: ``factor`` × float32 reference's own + ``floor``."""
+        return factor * self.fp32_logit_error + floor
 
     def problems(self, factor: float, floor: float) -> list[str]:
-        """Why the FP32 graphs are not as exact as PyTorch float32 on this model; empty if they are.
+        """Why the FP32 graphs are not as exact as the float32 reference on this model; empty if they are.
 
-        The logits must lie within :meth:`bound` of float64, and of PyTorch float32 (most
+        The logits must lie within :meth:`bound` of float64, and of the float32 reference (most
         float32 rounding is common to both implementations, so this catches smaller
         faults on models with large activations). Greedy tokens must equal
-        PyTorch's, except at a tie: a sentence may differ only at a step where float64
+        the float32 reference's, except at a tie: a sentence may differ only at a step where float64
         puts both chosen tokens within the bound of its best logit. That is strict: logits
         each within the bound could swap two tokens up to twice the bound apart, and a
         third token that float64 prefers to both counts against the tie.
@@ -114,24 +115,24 @@ class ParityReport:
         found = []
         if not self.onnx_logit_error <= bound:
             found.append(
-                f"FP32 graphs differ from PyTorch float64 by {self.onnx_logit_error:.3g} in logits where PyTorch "
-                f"float32 differs by {self.torch_logit_error:.3g} (allowed: {factor:g} x {self.torch_logit_error:.3g}"
+                f"FP32 graphs differ from float64 by {self.onnx_logit_error:.3g} in logits where the float32 "
+                f"reference differs by {self.fp32_logit_error:.3g} (allowed: {factor:g} x {self.fp32_logit_error:.3g}"
                 f" + {floor:g} = {bound:.3g})"
             )
-        if not self.onnx_torch_logit_diff <= bound:
+        if not self.onnx_fp32_logit_diff <= bound:
             # Both are float32 implementations of one model: most rounding error is common to
             # them, so their own difference is the sharper test of a wrong graph.
             found.append(
-                f"FP32 graphs differ from PyTorch float32 by {self.onnx_torch_logit_diff:.3g} in logits "
-                f"(allowed: {factor:g} x {self.torch_logit_error:.3g} + {floor:g} = {bound:.3g})"
+                f"FP32 graphs differ from the float32 reference by {self.onnx_fp32_logit_diff:.3g} in logits "
+                f"(allowed: {factor:g} x {self.fp32_logit_error:.3g} + {floor:g} = {bound:.3g})"
             )
         wrong = [d for d in self.divergences if not d.shortfall <= bound]
         if wrong:
             d = wrong[0]
             found.append(
-                f"greedy tokens differ from PyTorch on {len(wrong)} of {self.sentences} sentences, not at a tie "
-                f"(sentence {d.sentence + 1}, step {d.step + 1}: token {d.onnx_token} instead of "
-                f"{d.torch_token}, {d.shortfall:.3g} below float64's best logit, allowed {bound:.3g})"
+                f"greedy tokens differ from the float32 reference on {len(wrong)} of {self.sentences} sentences, "
+                f"not at a tie (sentence {d.sentence + 1}, step {d.step + 1}: token {d.onnx_token} instead of "
+                f"{d.reference_token}, {d.shortfall:.3g} below float64's best logit, allowed {bound:.3g})"
             )
         return found
 
@@ -139,16 +140,17 @@ class ParityReport:
         """The ``validation.fp32_parity`` block of ``bundle.json``."""
         bound = self.bound(factor, floor)
         return {
-            "reference": "transformers MarianMTModel in float64 (PyTorch), fed PyTorch float32's greedy tokens",
+            "reference": "numpy Marian forward pass in float64 (edge_translator.toolchain.reference), fed its float32 "
+                         "run's greedy tokens",
             "sentences": self.sentences,
             "decoder_tokens": self.decoder_tokens,
             "max_abs_logit_diff": self.onnx_logit_error,
             "max_abs_logit_diff_full": self.onnx_logit_error_full,
             "max_abs_logit_diff_cached": self.onnx_logit_error_cached,
-            "torch_fp32_max_abs_logit_diff": self.torch_logit_error,
-            "onnx_vs_torch_fp32_max_abs_logit_diff": self.onnx_torch_logit_diff,
+            "reference_fp32_max_abs_logit_diff": self.fp32_logit_error,
+            "onnx_vs_reference_fp32_max_abs_logit_diff": self.onnx_fp32_logit_diff,
             "max_abs_encoder_diff": self.onnx_hidden_error,
-            "torch_fp32_max_abs_encoder_diff": self.torch_hidden_error,
+            "reference_fp32_max_abs_encoder_diff": self.fp32_hidden_error,
             "tolerance_factor": factor,
             "tolerance_floor": floor,
             "allowed_abs_logit_diff": bound,
@@ -173,15 +175,15 @@ def _max_diff(a: np.ndarray, b: np.ndarray, where: np.ndarray | None = None) -> 
     return float((diff if where is None else diff[where]).max())
 
 
-def _divergences(torch_ids: np.ndarray, onnx_ids: list[tuple[int, ...]], fp64_logits: np.ndarray,
+def _divergences(reference_ids: np.ndarray, onnx_ids: list[tuple[int, ...]], fp64_logits: np.ndarray,
                  excluded: list[int]) -> tuple[Divergence, ...]:
     """The first differing step of each sentence, with float64's view of the two choices.
 
-    ``torch_ids[:, t]`` and ``onnx_ids[row][t]`` are chosen after the same prefix, the one
+    ``reference_ids[:, t]`` and ``onnx_ids[row][t]`` are chosen after the same prefix, the one
     ``fp64_logits[:, t]`` was computed on, until they first differ.
     """
     found = []
-    for row, (theirs, ours) in enumerate(zip(torch_ids.tolist(), onnx_ids)):
+    for row, (theirs, ours) in enumerate(zip(reference_ids.tolist(), onnx_ids)):
         ours = list(ours[: len(theirs)]) + [-1] * (len(theirs) - len(ours))
         step = next((t for t, (a, b) in enumerate(zip(theirs, ours)) if a != b), None)
         if step is None:
@@ -193,34 +195,25 @@ def _divergences(torch_ids: np.ndarray, onnx_ids: list[tuple[int, ...]], fp64_lo
     return tuple(found)
 
 
-def logits_parity(torch_model, onnx_model: Seq2Seq, tokenizer: Tokenizer, target_id: int,
-                  sentences=VALIDATION_SENTENCES, new_tokens: int = 16) -> ParityReport:
-    """Measure FP32 ONNX and PyTorch float32 against PyTorch float64 on a padded batch.
+def logits_parity_numpy(weights: MarianWeights, onnx_model: Seq2Seq, tokenizer: Tokenizer, target_id: int,
+                        sentences=VALIDATION_SENTENCES, new_tokens: int = 16) -> ParityReport:
+    """Measure the FP32 graphs and a numpy float32 run against numpy float64 on a padded batch.
 
-    The decoder inputs are PyTorch float32's greedy output (``</s>`` held back for
-    ``new_tokens``), so every compared position is one that real decoding visits; the
-    FP32 graphs then decode greedily on their own under the same rules.
+    Both references are :class:`.reference.MarianReference`, the model's forward pass as
+    transformers computes it. The decoder inputs are the float32 reference's greedy output
+    (pad and ``</s>`` never chosen for ``new_tokens``), so every compared position is one
+    that real decoding visits; the FP32 graphs then decode greedily on their own under the
+    same rules.
     """
-    import torch
+    from .reference import MarianReference
 
     sources = _sources(tokenizer, onnx_model, sentences, target_id)
     input_ids, mask = onnx_model.pad(sources)
-    start, pad, eos = onnx_model.bundle.decoder_start_id, onnx_model.bundle.pad_id, onnx_model.bundle.eos_id
-    ids_t, mask_t = torch.from_numpy(input_ids), torch.from_numpy(mask)
-    with torch.no_grad():
-        generated = torch_model.generate(
-            input_ids=ids_t, attention_mask=mask_t, num_beams=1, do_sample=False, max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens, max_length=None, bad_words_ids=[[pad]],
-        )
-        decoder_ids = generated[:, :new_tokens].numpy().astype(np.int64)
-        decoder_ids[:, 0] = start
-        decoder_t = torch.from_numpy(decoder_ids)
-        fp32 = torch_model(input_ids=ids_t, attention_mask=mask_t, decoder_input_ids=decoder_t)
-        ref_logits, ref_hidden = fp32.logits.numpy(), fp32.encoder_last_hidden_state.numpy()
-        fp64 = copy.deepcopy(torch_model).double()(input_ids=ids_t, attention_mask=mask_t,
-                                                   decoder_input_ids=decoder_t)
-        exact_logits, exact_hidden = fp64.logits.numpy(), fp64.encoder_last_hidden_state.numpy()
-        del fp64
+    pad, eos = onnx_model.bundle.pad_id, onnx_model.bundle.eos_id
+    single = MarianReference(weights, np.float32)
+    decoder_ids = single.greedy(input_ids, mask, new_tokens, banned=(pad, eos))
+    ref_logits, ref_hidden = single.forward(input_ids, mask, decoder_ids)
+    exact_logits, exact_hidden = MarianReference(weights, np.float64).forward(input_ids, mask, decoder_ids)
 
     real = mask.astype(bool)
     hidden = onnx_model.encoder.run([LAST_HIDDEN_STATE], {INPUT_IDS: input_ids, ATTENTION_MASK: mask})[0]
@@ -236,11 +229,11 @@ def logits_parity(torch_model, onnx_model: Seq2Seq, tokenizer: Tokenizer, target
     onnx_greedy = [h.ids for h in onnx_model.greedy_all(sources, new_tokens, min_new_tokens=new_tokens)]
     report = ParityReport(
         sentences=batch, decoder_tokens=int(decoder_ids.size),
-        torch_logit_error=_max_diff(ref_logits, exact_logits),
+        fp32_logit_error=_max_diff(ref_logits, exact_logits),
         onnx_logit_error_full=_max_diff(full, exact_logits),
         onnx_logit_error_cached=_max_diff(cached, exact_logits),
-        onnx_torch_logit_diff=max(_max_diff(full, ref_logits), _max_diff(cached, ref_logits)),
-        torch_hidden_error=_max_diff(ref_hidden, exact_hidden, real),
+        onnx_fp32_logit_diff=max(_max_diff(full, ref_logits), _max_diff(cached, ref_logits)),
+        fp32_hidden_error=_max_diff(ref_hidden, exact_hidden, real),
         onnx_hidden_error=_max_diff(hidden, exact_hidden, real),
         greedy_steps=new_tokens - 1,
         divergences=_divergences(decoder_ids[:, 1:], onnx_greedy, exact_logits, [pad, eos]),
