@@ -59,7 +59,9 @@ def test_bench_smoke_writes_report(tmp_path):
     steps = {k: v["bytes_per_step_mb"] for k, v in data["bandwidth"]["per_bundle"].items()}
     assert set(steps) == ours | {"ours-fp32"} and all(v > 0 for k, v in steps.items() if k != "ours-int8r-sl")
     ceilings = {k: v["ceiling_tok_s"] for k, v in data["bandwidth"]["per_bundle"].items()}
-    assert ceilings["ours-int8r"] < ceilings["ours-int8r-sl"] < float("inf")  # fewer rows read, some
+    # finite for both; which is higher depends on the model: on the tiny one the list spans
+    # almost its whole vocabulary, so the split output layer can read more a step, not less
+    assert all(0 < ceilings[k] < float("inf") for k in ("ours-int8r", "ours-int8r-sl"))
     assert (out / "benchmarks-throughput.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "benchmarks.md").read_text()
     assert "SMOKE RUN" in report and "| ct2-int8 |" in report and "| ours-q4 |" in report
