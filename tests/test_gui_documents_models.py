@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDropEvent  # noqa: E402
-from PySide6.QtWidgets import QDialog, QFileDialog  # noqa: E402
+from PySide6.QtWidgets import QDialog, QFileDialog, QPushButton  # noqa: E402
 
 from edge_translator.core.translator import DEFAULT_MODEL, ENV_MODEL, models_dir  # noqa: E402
 from edge_translator.gui.documents import STATUS, DocumentsPanel  # noqa: E402
@@ -377,3 +378,119 @@ def test_dialog_adds_folders(qtbot, bundles, monkeypatch):
 
     qtbot.mouseClick(dialog.user_button, Qt.MouseButton.LeftButton)
     assert dialog.opened == [user]
+
+
+# -- Add…: every source `models add` takes ----------------------------------------------------
+TINY_HF = Path(__file__).resolve().parent / "fixtures" / "tiny-marian"
+TINY_INT8 = Path(__file__).resolve().parent / "fixtures" / "tiny-int8"
+
+
+def _installed(user: Path) -> list[str]:
+    """Everything in the models folder, staging folders included."""
+    return sorted(p.name for p in user.iterdir()) if user.is_dir() else []
+
+
+def test_add_dialog_takes_a_source_and_a_name(qtbot, tmp_path, monkeypatch):
+    from edge_translator.gui.addmodel import AddModelDialog
+
+    dialog = AddModelDialog(start=tmp_path)
+    qtbot.addWidget(dialog)
+    assert not dialog.ok_button.isEnabled()  # nothing to add yet
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(tmp_path / "m.tar"), ""))
+    dialog.choose_file()
+    assert dialog.source() == str(tmp_path / "m.tar") and dialog.ok_button.isEnabled()
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(tmp_path))
+    dialog.choose_folder()
+    assert dialog.source() == str(tmp_path) and dialog.name() is None
+    dialog.name_edit.setText("  mine ")
+    dialog.source_edit.setText("  Helsinki-NLP/opus-mt-en-zh ")
+    assert (dialog.source(), dialog.name()) == ("Helsinki-NLP/opus-mt-en-zh", "mine")
+
+
+def test_dialog_adds_a_packed_tar_under_a_name(qtbot, tmp_path, monkeypatch):
+    from edge_translator.store import archive
+
+    monkeypatch.delenv(ENV_MODEL, raising=False)
+    packed = archive.pack(TINY_INT8, tmp_path / "tiny.tar")
+    user = tmp_path / "user"
+    dialog = open_dialog(qtbot, EMBEDDED, user)
+    with qtbot.waitSignal(dialog.refreshed, timeout=WAIT):
+        dialog.add_source(str(packed), "packed")
+    assert dialog.selected_entry().path == user / "packed" and dialog.errors == []
+    assert "unpacking" in dialog.stages and _installed(user) == ["packed"]
+
+
+def test_dialog_converts_a_hugging_face_folder_with_progress(qtbot, tmp_path, monkeypatch):
+    from edge_translator.core.bundle import load_bundle
+    from edge_translator.toolchain.export import STAGES
+
+    monkeypatch.delenv(ENV_MODEL, raising=False)
+    user = tmp_path / "user"
+    dialog = open_dialog(qtbot, EMBEDDED, user)
+    with qtbot.waitSignal(dialog.refreshed, timeout=120000):
+        dialog.add_source(str(TINY_HF))
+        assert dialog.progress is not None and dialog.progress.isVisible()
+    assert dialog.errors == [] and dialog.progress is None
+    assert {"reading the checkpoint", "checking them against float64"} <= set(dialog.stages) <= set(STAGES)
+    entry = dialog.selected_entry()
+    assert entry.path == user / "tiny-marian" and entry.error is None
+    assert load_bundle(entry.path).quantization["mode"] == "rowwise"
+    assert _installed(user) == ["tiny-marian"]
+
+
+def test_cancelling_a_conversion_installs_nothing(qtbot, tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_MODEL, raising=False)
+    user = tmp_path / "user"
+    dialog = open_dialog(qtbot, EMBEDDED, user)
+    # hold the conversion inside its graph-building stage until Cancel is pressed, so the
+    # cancel lands mid-conversion however fast the tiny model converts
+    # (patched on the class, so that no Qt wrapper is left in a reference cycle)
+    from edge_translator.gui.models import _Worker
+
+    held, release, send = threading.Event(), threading.Event(), _Worker.send
+
+    def holding_send(worker, name, *args):
+        send(worker, name, *args)
+        if name == "progressed" and args[0] == "building the float32 graphs":
+            held.set()
+            assert release.wait(120)
+
+    monkeypatch.setattr(_Worker, "send", holding_send)
+    dialog.add_source(str(TINY_HF))
+    qtbot.waitUntil(held.is_set, timeout=120000)
+    with qtbot.waitSignal(dialog.cancelled, timeout=120000):
+        qtbot.mouseClick(dialog.progress.findChild(QPushButton), Qt.MouseButton.LeftButton)  # as a user does
+        release.set()
+    assert dialog.errors == [] and "cancelled" in dialog.status.text()
+    assert _installed(user) == []  # no model, no staging folder
+    assert dialog.add_button.isEnabled()
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.mkdir() or p, "holds no model"),
+    (lambda p: p.with_suffix(".zip").write_bytes(b"PK not a zip") or p.with_suffix(".zip"), "zip"),
+])
+def test_what_is_no_model_is_one_line_and_installs_nothing(qtbot, tmp_path, monkeypatch, make, words):
+    monkeypatch.delenv(ENV_MODEL, raising=False)
+    source = make(tmp_path / "thing")
+    user = tmp_path / "user"
+    dialog = open_dialog(qtbot, EMBEDDED, user)
+    dialog.add_source(str(source))
+    qtbot.waitUntil(lambda: bool(dialog.errors), timeout=WAIT)
+    [(title, text)] = dialog.errors
+    assert words in text.lower() and "\n" not in text and "Traceback" not in text
+    assert _installed(user) == [] and dialog.progress is None
+
+
+def test_converting_without_the_convert_extra_says_which_extra(qtbot, tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.delenv(ENV_MODEL, raising=False)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnx" else real(name, *a))
+    user = tmp_path / "user"
+    dialog = open_dialog(qtbot, EMBEDDED, user)
+    dialog.add_source(str(TINY_HF))
+    qtbot.waitUntil(lambda: bool(dialog.errors), timeout=WAIT)
+    assert "pip install 'edge-translator[convert]'" in dialog.errors[0][1]
+    assert "no module onnx" in dialog.errors[0][1] and _installed(user) == []

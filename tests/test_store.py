@@ -305,16 +305,15 @@ def test_an_unreachable_hub_is_one_line_with_the_way_round(models, monkeypatch):
     assert _left(models) == []
 
 
-def test_the_cli_and_the_desktop_app_use_the_same_models_folder(monkeypatch, tmp_path):
-    pytest.importorskip("PySide6")
-    from PySide6.QtCore import QCoreApplication, QStandardPaths
+def test_the_cli_and_the_desktop_app_use_the_same_models_folder(monkeypatch, tmp_path, qapp):
+    from PySide6.QtCore import QStandardPaths
 
     from edge_translator.core.locations import APP_FOLDERS, user_models_dir
     from edge_translator.gui import models as gui_models
 
     monkeypatch.delenv(ENV_MODELS_DIR, raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    app = QCoreApplication.instance() or QCoreApplication([])
+    app = qapp  # a QApplication: a bare QCoreApplication here would break later widget tests
     org, name = app.organizationName(), app.applicationName()
     app.setOrganizationName(APP_FOLDERS[0])
     app.setApplicationName(APP_FOLDERS[1])

@@ -4,13 +4,13 @@
 ``$EDGE_TRANSLATOR_MODEL`` and the user's models folder (the one ``edge-translator models``
 manages), each checked (a broken one carries its error). :class:`ModelsDialog` shows them and returns the chosen path; the
 window then loads it through the :class:`~edge_translator.gui.session.ModelSession`, so a
-model is switched without a restart. Scanning (checksums) and copying run off the UI thread.
+model is switched without a restart. Scanning (checksums) and adding run off the UI thread;
+Add… takes every source ``edge-translator models add`` takes (:mod:`..store.install`).
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from pathlib import Path
 
@@ -19,12 +19,12 @@ from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QMessageBox,
+    QProgressDialog,
     QPushButton,
     QSplitter,
     QTextBrowser,
@@ -48,7 +48,10 @@ class _Worker(QObject):
     scanned = Signal(list, object)
     """The entries, and the path to select (or ``None``)."""
     added = Signal(object, str)
-    """The bundle's path in the user folder, or ``None`` with the reason it was refused."""
+    """The bundle's path in the user folder, or ``None`` with the reason it was refused
+    (empty when the add was cancelled)."""
+    progressed = Signal(str, float, object)
+    """An add's stage, amount done and total (or ``None``)."""
 
     def send(self, name: str, *args) -> None:
         try:
@@ -57,11 +60,18 @@ class _Worker(QObject):
             pass
 
 
+class _Cancelled(Exception):
+    """Raised from an add's progress report when its Cancel was pressed: the add unwinds
+    and leaves nothing behind."""
+
+
 class ModelsDialog(QDialog):
     """Choose the model bundle; after ``exec()`` returns Accepted, :attr:`chosen` is its path."""
 
     refreshed = Signal()
     """The list was (re)filled."""
+    cancelled = Signal()
+    """An add was stopped by its progress dialog's Cancel; nothing was installed."""
 
     def __init__(self, current: Path | None, parent: QWidget | None = None, user_dir: Path | None = None):
         """Args:
@@ -77,6 +87,11 @@ class ModelsDialog(QDialog):
         self._worker = _Worker(self)
         self._worker.scanned.connect(self._fill)
         self._worker.added.connect(self._added)
+        self._worker.progressed.connect(self._progressed)
+        self.progress: QProgressDialog | None = None
+        self._stop_add = threading.Event()
+        self.stages: list[str] = []
+        """Every stage an add reported, in order (for the tests, and a log of what ran)."""
         self.setWindowTitle("Models")
         self.setAccessibleName("Models")
         self.resize(860, 560)
@@ -111,10 +126,11 @@ class ModelsDialog(QDialog):
         layout.addWidget(self.status)
 
         row = QHBoxLayout()
-        self.add_button = QPushButton("&Add folder…")
-        self.add_button.setAccessibleName("Add a model bundle folder")
-        self.add_button.setToolTip("Copy a bundle made by `edge-translator export` into your models folder")
-        self.add_button.clicked.connect(self.choose_folder)
+        self.add_button = QPushButton("&Add…")
+        self.add_button.setAccessibleName("Add a model")
+        self.add_button.setToolTip("Install a model into your models folder, converting it if needed: a Hugging "
+                                   "Face id or folder, a Marian release, a bundle or a packed .tar")
+        self.add_button.clicked.connect(self.choose_source)
         row.addWidget(self.add_button)
         self.user_button = QPushButton("Open &user models folder")
         self.user_button.setAccessibleName("Open the user models folder")
@@ -239,50 +255,95 @@ class ModelsDialog(QDialog):
     # -- adding ----------------------------------------------------------------------------
 
     @Slot()
-    def choose_folder(self) -> None:
-        """Ask for a bundle directory and add it."""
-        folder = QFileDialog.getExistingDirectory(self, "Model bundle folder", str(Path.home()))
-        if folder:
-            self.add_folder(Path(folder))
+    def choose_source(self) -> None:
+        """Ask what to add (:class:`~.addmodel.AddModelDialog`) and add it."""
+        from .addmodel import AddModelDialog
+
+        dialog = AddModelDialog(self)
+        if dialog.exec() == QDialog.DialogCode.Accepted and dialog.source():
+            self.add_source(dialog.source(), dialog.name())
 
     def add_folder(self, folder: Path) -> None:
-        """Check ``folder`` with ``load_bundle`` and copy it into the user models folder
-        (on a worker thread); it is then listed and selected, or the error is shown."""
+        """Add a folder (see :meth:`add_source`)."""
+        self.add_source(str(folder))
+
+    def add_source(self, source: str, name: str | None = None) -> None:
+        """Convert if needed, verify and install ``source`` into the user models folder, as
+        ``edge-translator models add`` does, on a worker thread behind a progress dialog whose
+        Cancel stops it; the model is then listed and selected, or the error is shown. A
+        bundle already in the user folder is only selected."""
+        from ..store import install
+
         self.add_button.setEnabled(False)
-        self.status.setText(f"Checking {folder}…")
-        worker, user_dir = self._worker, self.user_dir
+        self.status.setText(f"Adding {source}…")
+        self.progress = QProgressDialog(f"Adding {source}…", "Cancel", 0, 0, self)
+        self.progress.setWindowTitle("Adding a model")
+        self.progress.setAccessibleName("Adding a model")
+        self.progress.setWindowModality(Qt.WindowModality.WindowModal)
+        self.progress.setMinimumDuration(0)
+        self.progress.setAutoClose(False)
+        self.progress.setAutoReset(False)
+        cancelled = self._stop_add = threading.Event()
+        # a slot of this dialog, not the Event's own bound method: Qt then owns the
+        # connection, and nothing is left for the collector to undo from another thread
+        self.progress.canceled.connect(self._cancel_add)
+        self.progress.show()
+        worker, options = self._worker, install.AddOptions(name=name, folder=self.user_dir)
+
+        def report(stage: str, done: float, total: float | None) -> None:
+            if cancelled.is_set():
+                raise _Cancelled
+            worker.send("progressed", stage, float(done), total)
 
         def add() -> None:
             try:
-                load_bundle(folder)
-                source = folder.resolve()
-                if source.parent == user_dir.resolve():
-                    worker.send("added", source, "")
-                    return
-                target = user_dir / source.name
-                if target.exists():
-                    raise EdgeTranslatorError(f"{target} already exists; rename the bundle folder or remove "
-                                              "the one in your models folder")
-                user_dir.mkdir(parents=True, exist_ok=True)
-                partial = user_dir / f".{source.name}.copying"
-                shutil.rmtree(partial, ignore_errors=True)
-                shutil.copytree(source, partial)
-                partial.rename(target)
+                path = Path(source).expanduser()
+                if path.is_dir() and path.resolve().parent == options.folder.resolve():
+                    load_bundle(path)  # already installed: checked, then selected
+                    target = path.resolve()
+                else:
+                    install.check_converter(source)
+                    target = install.add(source, options, report)
+            except _Cancelled:
+                worker.send("added", None, "")
             except EdgeTranslatorError as exc:
                 worker.send("added", None, str(exc))
             except OSError as exc:
-                worker.send("added", None, f"cannot copy {folder} into {user_dir}: {exc}")
+                worker.send("added", None, f"cannot add {source} to {options.folder}: {exc.strerror or exc}")
             else:
                 worker.send("added", target, "")
 
         threading.Thread(target=add, name="edge-translator-add-model", daemon=True).start()
 
+    @Slot()
+    def _cancel_add(self) -> None:
+        self._stop_add.set()
+
+    @Slot(str, float, object)
+    def _progressed(self, stage: str, done: float, total) -> None:
+        self.stages.append(stage)
+        if self.progress is None:
+            return
+        self.progress.setLabelText(f"{stage[:1].upper()}{stage[1:]}…")
+        if total:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(min(1000, int(1000 * done / total)))
+        else:
+            self.progress.setRange(0, 0)  # busy: the total is not known
+
     @Slot(object, str)
     def _added(self, path, error: str) -> None:
         self.add_button.setEnabled(True)
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
         if path is None:
-            self.status.setText("The folder was not added.")
-            self.show_error("Not a usable model bundle", error)
+            if not error:
+                self.status.setText("Adding the model was cancelled; nothing was installed.")
+                self.cancelled.emit()
+                return
+            self.status.setText("The model was not added.")
+            self.show_error("The model was not added", error)
             return
         self.refresh(select=Path(path))
 

@@ -149,18 +149,14 @@ class _Bar:
 
 def cmd_add(args: argparse.Namespace) -> int:
     """Install SOURCE; print where it went."""
-    from ..core.errors import MissingDependencyError
     from . import install
 
     export = None
-    kind = install.identify(args.source).kind
-    if kind not in ("bundle", "archive", "url"):
-        try:
-            from ..toolchain.export import ExportOptions
-            from ..toolchain.quantize import SCHEME_MODES, QuantizeOptions
-        except ImportError as exc:
-            raise MissingDependencyError(f"converting {args.source} needs the convert extra (no module "
-                                         f"{exc.name}): pip install 'edge-translator[convert]'") from None
+    install.check_converter(args.source)
+    if install.identify(args.source).kind not in install.AS_THEY_ARE:
+        from ..toolchain.export import ExportOptions
+        from ..toolchain.quantize import SCHEME_MODES, QuantizeOptions
+
         export = ExportOptions(quantize=QuantizeOptions(mode=SCHEME_MODES[args.quantize]), shortlist=args.shortlist)
     bar = _Bar(args.quiet)
     try:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.bundle import MANIFEST, load_bundle
-from ..core.errors import InputError
+from ..core.errors import InputError, MissingDependencyError
 from ..core.locations import DEFAULT_FILE, DEFAULT_MODEL, installed, models_dir, user_models_dir, valid_name
 from . import archive, fetch
 
@@ -62,6 +62,29 @@ class AddOptions:
     export: object = field(default=None)
     """``toolchain.export.ExportOptions`` for sources that are converted (``None``: the
     exporter's defaults, the int8r scheme with full validation)."""
+
+
+#: Kinds of source that are installed as they are; the others are converted.
+AS_THEY_ARE = ("bundle", "archive", "url")
+
+
+def check_converter(source: str) -> None:
+    """Fail in one line, before any work, when ``source`` must be converted and the
+    ``convert`` extra is not installed.
+
+    Raises:
+        MissingDependencyError: Naming the missing module and the extra to install.
+    """
+    from importlib.util import find_spec
+
+    kind = identify(source).kind
+    if kind in AS_THEY_ARE:
+        return
+    needed = ["onnx"] + (["yaml"] if kind.startswith("marian") else []) + (["huggingface_hub"] if kind == "hub" else [])
+    for module in needed:
+        if find_spec(module) is None:
+            raise MissingDependencyError(f"converting {source} needs the convert extra (no module {module}): "
+                                         "pip install 'edge-translator[convert]'")
 
 
 def _release_folder(path: Path) -> bool:
