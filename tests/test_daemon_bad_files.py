@@ -11,15 +11,15 @@ import zipfile
 
 import pytest
 
-from .test_daemon import _parts, _translator, running
-from .test_daemon import DEMO
+from .test_daemon import DEMO, _parts, _translator, running
 from .test_daemon_documents import KEY, bearer, make_docx, upload, wait_done
 
 pytest.importorskip("waitress")
 pytest.importorskip("docx")
 
-from edge_translator.daemon.documents import check_docx, safe_name  # noqa: E402
+from edge_translator.daemon.documents import check_zip, safe_name  # noqa: E402
 from edge_translator.daemon.http import HTTPError  # noqa: E402
+from edge_translator.documents import format_for  # noqa: E402
 
 LIMIT = 300_000
 
@@ -141,8 +141,8 @@ def test_a_real_zip_bomb_is_refused_by_what_it_unpacks_to():
     bomb = _zip({"word/document.xml": b"<w/>", "word/zeros.bin": b"\0" * 5_000_000})
     assert len(bomb) < 20_000
     with pytest.raises(HTTPError, match="unpacks to 5 MB, over the limit of 1 MB"):
-        check_docx(bomb, 1_000_000)
-    check_docx(bomb, 10_000_000)
+        check_zip(bomb, "a.docx", format_for("a.docx"), 1_000_000)
+    check_zip(bomb, "a.docx", format_for("a.docx"), 10_000_000)
 
 
 def test_two_hundred_bad_uploads_and_the_server_still_answers(served):

@@ -234,6 +234,57 @@ def test_libretranslate_frontend_file_upload_and_download(served):
     assert status == 403 and "invalid API key" in json.loads(data)["error"]
 
 
+# -- PowerPoint, through each API -----------------------------------------------------------------
+def make_pptx(titles=SENTENCES) -> bytes:
+    from pptx import Presentation
+
+    deck = Presentation()
+    for title in titles:
+        deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def pptx_titles(data: bytes) -> list[str]:
+    from pptx import Presentation
+
+    return [slide.shapes.title.text for slide in Presentation(io.BytesIO(data)).slides]
+
+
+def test_a_pptx_comes_back_translated_through_each_api_and_a_broken_one_is_400(served, tmp_path):
+    import deepl
+
+    _, client, _ = served
+    status, _, data = upload(client, "/v1/documents", "deck.pptx", make_pptx(), bearer(KEY))
+    assert status == 202, data
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "done" and doc["sentences_total"] == len(SENTENCES)
+    status, headers, data = client.call("GET", doc["result_url"], headers=bearer(KEY))
+    assert status == 200 and headers["Content-Type"].endswith("presentationml.presentation")
+    titles = pptx_titles(data)
+    assert len(titles) == len(SENTENCES) and all(_cjk(t) for t in titles)
+
+    translator = deepl.Translator(KEY, server_url=f"http://{client.host}:{client.port}")
+    source, target = tmp_path / "deck.pptx", tmp_path / "deck.zh.pptx"
+    source.write_bytes(make_pptx())
+    assert translator.translate_document_from_filepath(source, target, target_lang="ZH").done
+    assert all(_cjk(t) for t in pptx_titles(target.read_bytes()))
+
+    status, _, data = upload(client, "/translate_file", "deck.pptx", make_pptx(), source="en", target="zh",
+                             api_key=KEY)
+    assert status == 200, data
+    status, _, data = client.call("GET", urlsplit(json.loads(data)["translatedFileUrl"]).path)
+    assert status == 200 and all(_cjk(t) for t in pptx_titles(data))
+
+    for name, body, words in (("locked.pptx", bytes.fromhex("d0cf11e0a1b11ae1") + bytes(600), "password-protected"),
+                              ("broken.pptx", make_pptx()[:2000], "not a zip archive"),
+                              ("other.pptx", make_docx(), "no ppt/presentation.xml part")):
+        status, _, data = upload(client, "/v1/documents", name, body, bearer(KEY))
+        error = json.loads(data)["error"]
+        assert status == 400 and words in error and name in error and "\n" not in error, error
+
+
 # -- the store itself: limits, expiry, restarts --------------------------------------------------
 def _store(demo_parts, folder: Path, **limits) -> tuple[DocumentStore, object, object]:
     translator, _, decoder = _translator(demo_parts)

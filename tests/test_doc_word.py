@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import re
 import struct
 import time
 import zipfile
@@ -25,6 +24,10 @@ from lxml import etree  # noqa: E402
 
 from edge_translator.documents import word  # noqa: E402
 from edge_translator.documents.base import DocumentError, FormatOptions, Segment, Translated  # noqa: E402
+
+from .translations import fake as _fake  # noqa: E402
+from .translations import identity as _identity  # noqa: E402
+from .translations import zh as _zh  # noqa: E402
 
 FORMAT = word.FORMAT
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -123,31 +126,6 @@ def _write(path: Path, translate) -> bytes:
     out = io.BytesIO()
     doc.write((translate(seg) for seg in doc.segments()), out)
     return out.getvalue()
-
-
-def _identity(seg: Segment) -> Translated:
-    return Translated(seg.text, seg.marks)
-
-
-def _zh(word_: str) -> str:
-    return "".join(chr(0x4E00 + (ord(c) * 7 + i) % 500) for i, c in enumerate(word_))
-
-
-def _fake(seg: Segment) -> Translated:
-    """Every ASCII word outside kept spans becomes Chinese; marks follow their words."""
-    out, where = [], {}
-    pos = 0
-    cuts = sorted({0, len(seg.text)} | {x for span in seg.marks + seg.keep for x in span})
-    kept = set(seg.keep)
-    for a, b in zip(cuts, cuts[1:]):
-        where[a] = pos
-        piece = seg.text[a:b]
-        if not any(a >= x and b <= y for x, y in kept):
-            piece = re.sub(r"[A-Za-z]+", lambda m: _zh(m.group()), piece)
-        out.append(piece)
-        pos += len(piece)
-    where[len(seg.text)] = pos
-    return Translated("".join(out), tuple((where[a], where[b]) for a, b in seg.marks))
 
 
 # --- reading output back ---------------------------------------------------------------

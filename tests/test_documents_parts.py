@@ -170,6 +170,13 @@ def _two_segment_file(tmp_path: Path, name: str) -> Path:
         document.add_paragraph("The cat sleeps.")
         document.add_paragraph("The dog runs.")
         document.save(path)
+    elif name == "pptx":
+        from pptx import Presentation
+
+        deck = Presentation()
+        for title in ("The cat sleeps.", "The dog runs."):
+            deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
+        deck.save(path)
     else:
         path.write_text(samples[name], encoding="utf-8")
     return path

@@ -127,6 +127,25 @@ def test_dropped_folder_translates_and_opens(qtbot, panel, tmp_path):
     assert panel.errors == []
 
 
+def test_a_dropped_deck_translates_and_a_locked_one_fails_alone(qtbot, panel, tmp_path):
+    from pptx import Presentation
+
+    deck = Presentation()
+    for title in ("Where is the station?", "I like green tea."):
+        deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
+    deck.save(tmp_path / "deck.pptx")
+    (tmp_path / "locked.pptx").write_bytes(bytes.fromhex("d0cf11e0a1b11ae1") + bytes(600))
+    with qtbot.waitSignal(panel.busy_changed, timeout=WAIT):
+        drop(panel, tmp_path / "deck.pptx", tmp_path / "locked.pptx")
+    qtbot.waitUntil(lambda: not panel.busy, timeout=WAIT)
+    assert status(panel, tmp_path / "deck.pptx") == "done"
+    assert status(panel, tmp_path / "locked.pptx").startswith("failed: ") and \
+        "password-protected" in status(panel, tmp_path / "locked.pptx")
+    titles = [s.shapes.title.text for s in Presentation(tmp_path / "deck.zh-Hans.pptx").slides]
+    assert len(titles) == 2 and all(CJK.search(t) for t in titles)
+    assert not (tmp_path / "locked.zh-Hans.pptx").exists()
+
+
 def test_output_folder_chooser_and_add_files(qtbot, panel, tmp_path, monkeypatch):
     source = tmp_path / "src" / "letter.txt"
     source.parent.mkdir()

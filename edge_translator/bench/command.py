@@ -83,6 +83,8 @@ def add_parsers(sub) -> None:
     bd.add_argument("--files", type=int, default=200, help="small files of the comparison (default 200)")
     bd.add_argument("--sentences", type=int, default=1500, help="sentences of the comparison (default 1500)")
     bd.add_argument("--rounds", type=int, default=3)
+    bd.add_argument("--slides", type=int, default=300,
+                    help="slides of the large deck, measured beside one a tenth its size (default 300)")
     bd.add_argument("--work", default="work/bench-docs", help="where the generated documents go")
     bd.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
     bd.add_argument("--no-placeholders", action="store_true", help="skip the glossary placeholder measurement")
@@ -302,9 +304,13 @@ def cmd_bench_docs(args: argparse.Namespace) -> int:
 
     command = "edge-translator bench-docs" + "".join(
         f" {flag} {value}" for flag, value in (("--mb", args.mb), ("--files", args.files),
-                                               ("--rounds", args.rounds)))
+                                               ("--rounds", args.rounds), ("--slides", args.slides)))
+    if args.slides < 10:
+        from ..core.errors import InputError
+
+        raise InputError(f"--slides must be at least 10, not {args.slides}")
     data = run(args.model, Path(args.work), Path(args.out), args.mb, args.files, args.sentences, args.rounds,
-               args.threads, command, not args.no_placeholders)
+               args.threads, command, not args.no_placeholders, args.slides)
     s, b = data["small_vs_large"], data["folder"]
     print(f"{s['files']} files {s['many_rate']}/s, one file {s['one_rate']}/s: {s['ratio']}x; "
           f"{b['megabytes']} MB folder: {b['seconds']} s, peak RSS {b['peak_rss_mb']} MB")

@@ -5,17 +5,18 @@ Two measurements, on the embedded demo model and the demo's own test sentences:
 - **Many small files against one large file** holding the same sentences, run in one
   process on one loaded translator, alternating, each run with a fresh journal and no
   memory so that every sentence is decoded; medians of the rounds and their ratio.
-- **A 10 MB folder of mixed documents** (txt, md, srt, html, csv, docx) translated by the
-  real command in a child process: its peak RSS, time and sentence counts. Its sentences
+- **A 10 MB folder of mixed documents** (txt, md, srt, html, csv, docx, pptx) translated by
+  the real command in a child process: its peak RSS, time and sentence counts. Its sentences
   repeat (they are drawn from the 2,824 test sentences), so most are reused from the
   journal: this run measures memory and the formats' cost, not decoding speed.
+- **Large office files**, each alone in a child process, at two sizes a tenth apart (a
+  30- and a 300-slide deck): time and peak RSS, so the growth with the file is seen.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -92,7 +93,7 @@ def write_mixed_folder(folder: Path, sentences: list[str], megabytes: float, see
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     rng = random.Random(seed)
-    kinds = ["txt", "md", "srt", "html", "csv", "docx"]
+    kinds = ["txt", "md", "srt", "html", "csv", "docx", "pptx"]
     total, n = 0, 0
     while total < megabytes * 1e6:
         kind = kinds[n % len(kinds)]
@@ -114,6 +115,8 @@ def write_mixed_folder(folder: Path, sentences: list[str], megabytes: float, see
         elif kind == "csv":
             rows = "".join(f'SKU-{i},"{s.replace(chr(34), chr(34) * 2)}",{i % 97}.99\n' for i, s in enumerate(picked))
             path.write_text("sku,text,price\n" + rows, "utf-8")
+        elif kind == "pptx":
+            write_deck(path, picked, len(picked) // 5)
         else:
             doc = Document()
             for s in picked:
@@ -124,28 +127,70 @@ def write_mixed_folder(folder: Path, sentences: list[str], megabytes: float, see
     return {"files": n, "bytes": total}
 
 
+def write_deck(path: Path, sentences: list[str], slides: int) -> None:
+    """A deck of ``slides`` slides: a title, three body paragraphs and a note each."""
+    from pptx import Presentation
+
+    deck = Presentation()
+    layout = deck.slide_layouts[1]
+    for i in range(slides):
+        picked = [sentences[(5 * i + k) % len(sentences)] for k in range(5)]
+        slide = deck.slides.add_slide(layout)
+        slide.shapes.title.text = picked[0]
+        body = slide.placeholders[1].text_frame
+        body.text = picked[1]
+        for text in picked[2:4]:
+            body.add_paragraph().text = text
+        slide.notes_slide.notes_text_frame.text = picked[4]
+    deck.save(path)
+
+
+def _docs_child(model: str | None, inputs: Path, out: Path, *extra: str) -> tuple[dict, float, float]:
+    """Run `edge-translator docs` in a child: its JSON summary, seconds and peak RSS in MB
+    (the child's own, from ``wait4``, whatever ran before it)."""
+    import os
+    import tempfile
+
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "edge_translator.cli", "docs", str(inputs), "-o", str(out), "--no-tm",
+               "--json", *extra]
+    if model:
+        command += ["--model", model]
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stdout.seek(0)
+        stderr.seek(0)
+        if child.returncode != 0:
+            raise RuntimeError(f"the run on {inputs} failed ({child.returncode}): "
+                               f"{stderr.read().decode(errors='replace').strip()[-500:]}")
+        return json.loads(stdout.read()), seconds, usage.ru_maxrss / 1024
+
+
+def large_files(model: str | None, work: Path, sentences: list[str], slides_max: int = 300) -> list[dict]:
+    """Each large office file alone, at two sizes a tenth apart."""
+    rows = []
+    for slides in (slides_max // 10, slides_max):
+        path = work / "large" / f"deck-{slides}.pptx"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_deck(path, sentences, slides)
+        summary, seconds, peak = _docs_child(model, path, work / "large-out")
+        rows.append({"file": f"{slides}-slide deck", "megabytes": round(path.stat().st_size / 1e6, 2),
+                     "sentences": summary["sentences"], "decoded": summary["decoded"],
+                     "seconds": round(seconds, 1), "peak_rss_mb": round(peak, 1)})
+    return rows
+
+
 def big_folder(model: str | None, work: Path, sentences: list[str], megabytes: float) -> dict:
     """Translate a mixed folder with the real command; its peak RSS from the kernel."""
     folder = work / "mixed"
     made = write_mixed_folder(folder, sentences, megabytes)
-    out = work / "mixed-out"
-    shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "edge_translator.cli", "docs", str(folder), "-o", str(out), "--no-tm",
-               "--json", "--columns", "text"]
-    if model:
-        command += ["--model", model]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if done.returncode != 0:
-        raise RuntimeError(f"the folder run failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    summary = json.loads(done.stdout)
-    if peak <= before:
-        raise RuntimeError("could not read the child's peak RSS")
+    summary, seconds, peak = _docs_child(model, folder, work / "mixed-out", "--columns", "text")
     return {"files": made["files"], "megabytes": round(made["bytes"] / 1e6, 2), "seconds": round(seconds, 1),
-            "peak_rss_mb": round(peak / 1024, 1), "sentences": summary["sentences"],
+            "peak_rss_mb": round(peak, 1), "sentences": summary["sentences"],
             "decoded": summary["decoded"], "reused": summary["reused"], "done": summary["done"],
             "failed": summary["failed"]}
 
@@ -166,12 +211,13 @@ def placeholders(model: str | None, threads: int | None) -> str:
 
 
 def run(model: str | None, work: Path, out_dir: Path, megabytes: float, files: int, sentences_n: int,
-        rounds: int, threads: int | None, command: str, with_placeholders: bool = True) -> dict:
+        rounds: int, threads: int | None, command: str, with_placeholders: bool = True, slides: int = 300) -> dict:
     """Both measurements; the section is written into ``out_dir``'s benchmarks.md/.json."""
     work.mkdir(parents=True, exist_ok=True)
     sentences = test_sentences()
     data = {"command": command, "machine": machine_info(),
             "small_vs_large": small_vs_large(model, work, sentences[:sentences_n], files, rounds, threads),
+            "large": large_files(model, work, sentences, slides),
             "folder": big_folder(model, work, sentences, megabytes),
             "placeholders": placeholders(model, threads) if with_placeholders else None}
     update_section(out_dir, "documents", data, "## Documents", render_documents_section(data))

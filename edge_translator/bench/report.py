@@ -410,11 +410,17 @@ def render_documents_section(data: dict) -> list[str]:
         "",
         f"Many small files run at **{s['ratio']}×** the rate of one large file (goal: within 15%).",
         "",
-        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx; "
+        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx, pptx; "
         f"`edge-translator docs` in a child process): {b['done']} done, {b['failed']} failed, "
         f"{b['sentences']} sentences in {b['seconds']} s ({b['decoded']} decoded, {b['reused']} reused from the "
         f"journal: the sentences repeat), **peak RSS {b['peak_rss_mb']} MB** (goal: under 400 MB).",
     ]
+    if data.get("large"):
+        lines += ["", "**Large office files**, each alone (`edge-translator docs` in a child process; the sentences "
+                  "repeat, so most are reused from the journal: this measures the format, not decoding):", "",
+                  "| file | MB | sentences | decoded | seconds | peak RSS (MB) |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['file']} | {r['megabytes']} | {r['sentences']} | {r['decoded']} | {r['seconds']} | "
+                  f"{r['peak_rss_mb']} |" for r in data["large"]]
     if data.get("placeholders"):
         lines += ["", data["placeholders"]]
     return lines

@@ -1,6 +1,6 @@
 """Documents over HTTP: the store of uploaded files and the one worker that translates them.
 
-An upload is checked at once (its type, size, encoding, a ``.docx``'s zip structure and
+An upload is checked at once (its type, size, encoding, an office file's zip structure and
 what it unpacks to), then kept in ``files/<id>/`` under a name the server makes
 (``input.docx``); the client's file name only names the download. Each document has a
 small state file (``state.json``, written atomically) and, while it is translated, the
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import io
 import json
 import logging
 import os
@@ -26,8 +25,6 @@ import secrets
 import shutil
 import threading
 import time
-import zipfile
-import zlib
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -195,8 +192,8 @@ class DocumentStore:
             raise HTTPError(400, f"the file {name} is empty")
         if len(data) > self.limits.max_file_size:
             raise HTTPError(413, f"the file is {len(data)} bytes; the limit is {self.limits.max_file_size} bytes")
-        if info.name == "docx":
-            check_docx(data, self.limits.max_unpacked)
+        if info.package is not None:
+            check_zip(data, name, info, self.limits.max_unpacked)
         else:
             check_text(data, name)
         stem = name[:-len(suffix)] if suffix else name
@@ -448,44 +445,21 @@ class _Progress:
 
 
 # -- checks at upload --------------------------------------------------------------------------
-def check_docx(data: bytes, max_unpacked: int) -> None:
-    """Refuse what cannot be a ``.docx``: not a zip, a broken one, or one that unpacks to more
-    than ``max_unpacked`` bytes (by its declared sizes, and by what it really unpacks to).
+def check_zip(data: bytes, name: str, info, max_unpacked: int) -> None:
+    """Refuse what cannot be a file of the zip-packaged format ``info`` (a ``.docx``, a
+    ``.pptx``): not a zip, a broken one, an encrypted one, or one that unpacks to more than
+    ``max_unpacked`` bytes (by its declared sizes, and by what it really unpacks to).
 
     Raises:
         HTTPError: 400 saying what is wrong.
     """
-    def bad(why: str) -> HTTPError:
-        return HTTPError(400, f"the file is not a usable .docx: {why}")
+    from ..documents.base import DocumentError
+    from ..documents.package import PackageLimits, check_package
 
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
-        raise bad("it is not a zip archive (a password-protected document is not one either); save it as "
-                  "a Word document") from None
-    if len(members) > _ZIP_MEMBERS:
-        raise bad(f"it holds {len(members)} parts; a document has far fewer")
-    declared = sum(m.file_size for m in members)
-    limit_mb = max_unpacked / 1e6
-    if declared > max_unpacked:
-        raise bad(f"it unpacks to {declared / 1e6:.0f} MB, over the limit of {limit_mb:.0f} MB")
-    if "word/document.xml" not in {m.filename for m in members}:
-        raise bad("it has no word/document.xml part (is it another kind of zip file?)")
-    total = 0
-    try:
-        for member in members:
-            got = 0
-            with archive.open(member) as part:
-                while block := part.read(1 << 20):
-                    got += len(block)
-                    total += len(block)
-                    if got > member.file_size or total > max_unpacked:
-                        raise bad(f"it unpacks to more than it declares, or over the limit of {limit_mb:.0f} MB")
-    except HTTPError:
-        raise
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
-        raise bad(f"it is damaged ({type(exc).__name__}: {str(exc)[:80]})") from None
+        check_package(data, name, *info.package, PackageLimits(max_unpacked=max_unpacked, max_parts=_ZIP_MEMBERS))
+    except DocumentError as exc:
+        raise HTTPError(400, f"the file {name} {exc.reason}") from None
 
 
 def check_text(data: bytes, name: str) -> None:

@@ -27,7 +27,8 @@ _TYPES = {".txt": "text/plain; charset=utf-8", ".md": "text/markdown; charset=ut
           ".vtt": "text/vtt; charset=utf-8", ".html": "text/html; charset=utf-8", ".htm": "text/html; charset=utf-8",
           ".xhtml": "application/xhtml+xml", ".csv": "text/csv; charset=utf-8",
           ".tsv": "text/tab-separated-values; charset=utf-8", ".tab": "text/tab-separated-values; charset=utf-8",
-          ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+          ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+          ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation"}
 
 
 # -- shared ------------------------------------------------------------------------------------

@@ -115,3 +115,6 @@ class FormatInfo:
     suffixes: tuple[str, ...]
     module: str
     extra: str | None = field(default=None)
+    package: tuple[str, str] | None = None
+    """For a zip-packaged format: what it is called and a part every file of it has
+    (checked by :func:`.package.check_package` before anything parses it)."""
