@@ -18,7 +18,7 @@ from pptx import Presentation
 from pptx.enum.text import MSO_AUTO_SIZE
 from pptx.util import Inches, Pt
 
-from edge_translator.documents import drawingml, slides
+from edge_translator.documents import richtext, slides
 from edge_translator.documents.base import DocumentError, FormatOptions, Segment, Translated
 from edge_translator.documents.package import PackageLimits, check_package
 
@@ -26,7 +26,7 @@ from .conftest import run_cli
 from .test_doc_word import _png
 from .translations import fake, identity, zh
 
-A = drawingml.A
+A = richtext.A
 NS = f'xmlns:a="{A}"'
 
 
@@ -121,7 +121,7 @@ def _runs(data: bytes, text: str):
         for shape in slide.shapes:
             if shape.has_text_frame:
                 for p in shape.text_frame.paragraphs:
-                    if drawingml.read(p._p).text == text:
+                    if richtext.read(p._p).text == text:
                         return [(r.find(q("t")).text, r.find(q("rPr"))) for r in p._p.iter(q("r"))], p._p
     raise AssertionError(f"no paragraph {text!r}")
 
@@ -205,7 +205,7 @@ def test_text_that_grows_shrinks_into_its_box_and_a_growing_shape_is_left_to_gro
     assert fits(_write(path, identity)) == [[("noAutofit", None)], [("spAutoFit", None)]]
     # each letter becomes one CJK character, twice as wide: the text's area doubles
     grown = fake(Segment("A box of a fixed size.")).text
-    scale = round(100 * (drawingml.width("A box of a fixed size.") / drawingml.width(grown)) ** 0.5) * 1000
+    scale = round(100 * (richtext.width("A box of a fixed size.") / richtext.width(grown)) ** 0.5) * 1000
     assert 50000 < scale < 90000
     assert fits(_write(path, fake)) == [[("normAutofit", str(scale))], [("spAutoFit", None)]]
 

@@ -3,7 +3,7 @@
 Read, slide by slide: each text body of the slide's own shapes in their order on the slide
 (placeholders, text boxes and autoshapes; the shapes inside groups, however deep; every
 table cell, row by row), then the slide's speaker notes. Each paragraph is a segment with
-its runs' formatting as marks (:mod:`.drawingml`), so formatting, links and fields come
+its runs' formatting as marks (:mod:`.richtext`), so formatting, links and fields come
 back on the right words. Text in the layouts and masters (the prompts of empty
 placeholders) is not the deck's content and is not read; nor are charts, SmartArt and
 comments (listed in ``docs/documents.md``).
@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..core.errors import require
-from . import drawingml
+from . import richtext
 from .base import DocumentError, FormatOptions, Segment, Translated
 from .package import read_package
 
 _P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
-_BODIES = (f"{{{_P_NS}}}txBody", drawingml.a("txBody"))
+_BODIES = (f"{{{_P_NS}}}txBody", richtext.a("txBody"))
 _MACRO = "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml"
 PACKAGE = ("PowerPoint .pptx file", "ppt/presentation.xml")
 _KIND = PACKAGE[0]
@@ -93,8 +93,8 @@ class PresentationDocument:
         """The paragraphs with text, in order (see the module docstring)."""
         for _, bodies in self._stories(self._load()):
             for body in bodies:
-                for p in drawingml.paragraphs(body):
-                    segment = drawingml.read(p).segment
+                for p in richtext.paragraphs(body):
+                    segment = richtext.read(p).segment
                     if segment is not None:
                         yield segment
 
@@ -107,8 +107,8 @@ class PresentationDocument:
             for body in bodies:
                 before = after = 0
                 changed = False
-                for p in drawingml.paragraphs(body):
-                    para = drawingml.read(p)
+                for p in richtext.paragraphs(body):
+                    para = richtext.read(p)
                     segment = para.segment
                     if segment is None:
                         continue
@@ -116,8 +116,8 @@ class PresentationDocument:
                     if item is None:
                         raise self._changed(f"more than {count} paragraphs")
                     count += 1
-                    before += drawingml.width(segment.text)
-                    after += drawingml.width(item.text)
+                    before += richtext.width(segment.text)
+                    after += richtext.width(item.text)
                     changed |= para.rewrite(item)
                 if changed and after > before:
                     _shrink_on_overflow(body, before / after)
@@ -165,12 +165,12 @@ def _shrink_on_overflow(body: Any, ratio: float) -> None:
     """Let the body's text shrink into its box, by the area the translation grew by."""
     from lxml import etree
 
-    body_pr = body.find(drawingml.a("bodyPr"))
+    body_pr = body.find(richtext.a("bodyPr"))
     if body_pr is None:
         return
-    fits = [c for c in body_pr if c.tag in (drawingml.a("noAutofit"), drawingml.a("normAutofit"),
-                                            drawingml.a("spAutoFit"))]
-    if any(c.tag == drawingml.a("spAutoFit") for c in fits):
+    fits = [c for c in body_pr if c.tag in (richtext.a("noAutofit"), richtext.a("normAutofit"),
+                                            richtext.a("spAutoFit"))]
+    if any(c.tag == richtext.a("spAutoFit") for c in fits):
         return  # the shape grows to fit its text
     scale = max(0.25, math.sqrt(ratio))
     for c in fits:
@@ -178,10 +178,10 @@ def _shrink_on_overflow(body: Any, ratio: float) -> None:
         if old is not None:
             scale *= int(old) / 100000
         body_pr.remove(c)
-    fit = etree.Element(drawingml.a("normAutofit"))
+    fit = etree.Element(richtext.a("normAutofit"))
     fit.set("fontScale", str(max(1000, round(scale * 100000 / 1000) * 1000)))
     # bodyPr's children come in schema order: prstTxWarp, then the autofit, then scene3d...
-    warp = body_pr.find(drawingml.a("prstTxWarp"))
+    warp = body_pr.find(richtext.a("prstTxWarp"))
     body_pr.insert(body_pr.index(warp) + 1 if warp is not None else 0, fit)
 
 

@@ -1,7 +1,9 @@
-"""DrawingML text paragraphs (``a:p``), the text of slides, shapes, tables and charts.
+"""Rich text as runs: DrawingML paragraphs (``a:p``: slides, shapes, tables) and
+SpreadsheetML strings (``si``/``is``: a cell's text), each a :class:`Dialect`.
 
 A paragraph's runs (``a:r``) are merged into one text, a line break (``a:br``) being
-``"\\n"``, so a sentence split over runs is translated whole. Adjacent runs with the same
+``"\\n"`` (SpreadsheetML keeps line breaks inside its ``t``), so a sentence split over
+runs is translated whole. Adjacent runs with the same
 formatting (their ``a:rPr``, ignoring the language, spelling and "dirty" flags) form a
 group; the groups whose formatting is not the paragraph's most common one are
 :attr:`Segment.marks`. A hyperlink is part of its run's ``a:rPr`` in DrawingML, so a linked
@@ -25,10 +27,12 @@ from typing import Any
 from .base import Segment, Span, Translated
 
 A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 OBJECT = "\ufffc"
 """The text of an inline object without text."""
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffc\ufffe\uffff]")
 _IGNORED_ATTRS = {"lang", "altLang", "dirty", "err", "noProof", "smtClean", "smtId", "bmk", "normalizeH"}
+_XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
 
 def a(name: str) -> str:
@@ -36,8 +40,23 @@ def a(name: str) -> str:
     return f"{{{A}}}{name}"
 
 
-_P, _R, _BR, _FLD, _T, _RPR = (a(n) for n in ("p", "r", "br", "fld", "t", "rPr"))
-_KEPT = {a("pPr"), a("endParaRPr")}
+@dataclass(frozen=True)
+class Dialect:
+    """Where a kind of rich text keeps its runs."""
+
+    ns: str
+    kept: frozenset[str]
+    """Children that stay as they were, in place (paragraph properties, phonetic runs)."""
+    line_break: bool
+    """``True``: a line break is an element (``a:br``); ``False``: it is in the text."""
+
+    def q(self, name: str) -> str:
+        return f"{{{self.ns}}}{name}"
+
+
+DRAWINGML = Dialect(A, frozenset({a("pPr"), a("endParaRPr")}), True)
+SPREADSHEETML = Dialect(S, frozenset({f"{{{S}}}rPh", f"{{{S}}}phoneticPr"}), False)
+_P = a("p")
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,7 @@ class Paragraph:
     """An ``a:p`` read into its text and marks; :meth:`rewrite` puts a translation in."""
 
     element: Any
+    dialect: Dialect = DRAWINGML
     text: str = ""
     dominant: Any = None
     marks: list[_Item] = field(default_factory=list)
@@ -103,50 +123,58 @@ class Paragraph:
         cursor = 0
         for start, end, _, item in events:
             if start > cursor:
-                children += _runs(text[cursor:start], self.dominant)
+                children += _runs(text[cursor:start], self.dominant, self.dialect)
             if item.kind == "object":
                 children.append(item.element)
             else:
-                children += _runs(text[start:end], item.rpr)
+                children += _runs(text[start:end], item.rpr, self.dialect)
             cursor = max(cursor, end)
-        children += _runs(text[cursor:], self.dominant)
-        ppr = [c for c in self.element if c.tag == a("pPr")]
-        end = [c for c in self.element if c.tag == a("endParaRPr")]
+        children += _runs(text[cursor:], self.dominant, self.dialect)
+        if not self.marks and not self.dialect.line_break and self.dominant is None:
+            children = _plain(text, self.dialect)  # a plain string stays one t, not a run
+        kept = [c for c in self.element if c.tag in self.dialect.kept]
+        first = [c for c in kept if c.tag == a("pPr")]
         for child in list(self.element):
             self.element.remove(child)
-        self.element.extend(ppr + children + end)
+        self.element.extend(first + children + [c for c in kept if c not in first])
         return True
 
 
-def read(p: Any) -> Paragraph:
-    """Read an ``a:p`` element (nothing in it changes)."""
-    para = Paragraph(p)
+def read(p: Any, dialect: Dialect = DRAWINGML) -> Paragraph:
+    """Read a paragraph (an ``a:p``, or a ``si``/``is`` in SpreadsheetML); nothing in it changes."""
+    para = Paragraph(p, dialect)
+    R, T, RPR, BR = (dialect.q(n) for n in ("r", "t", "rPr", "br"))
     pieces: list[str] = []
     groups: list[list[Any]] = []  # [key, rpr, start, end, order]
     pos = 0
     last = None  # the key of the group a line break continues
     for order, child in enumerate(p):
         tag = child.tag
-        if tag in _KEPT or not isinstance(tag, str):
+        if tag in dialect.kept or not isinstance(tag, str):
             continue
-        if tag == _R:
-            t = child.find(_T)
+        if tag == T and not dialect.line_break:  # a plain SpreadsheetML string: its one t
+            text = child.text or ""
+            if text:
+                groups.append(["", None, pos, pos + len(text), order])
+                last = ""
+        elif tag == R:
+            t = child.find(T)
             text = (t.text or "") if t is not None else ""
             if not text:
                 continue
-            rpr = child.find(_RPR)
+            rpr = child.find(RPR)
             key = _rpr_key(rpr)
             if last is not None and groups and groups[-1][0] == key:
                 groups[-1][3] = pos + len(text)
             else:
                 groups.append([key, rpr, pos, pos + len(text), order])
             last = key
-        elif tag == _BR:
+        elif tag == BR:
             text = "\n"
             if groups and last is not None:
                 groups[-1][3] = pos + 1
         else:  # a field or another inline object: kept whole
-            shown = "".join(t.text or "" for t in child.iter(_T))
+            shown = "".join(t.text or "" for t in child.iter(T))
             text = shown if shown.strip() else OBJECT
             para.marks.append(_Item("object", (pos, pos + len(text)), order, element=child))
             last = None
@@ -164,7 +192,7 @@ def read(p: Any) -> Paragraph:
             if key != dominant[0] and para.text[x:y].strip():
                 para.marks.append(_Item("format", _trim(para.text[x:y], x), order, rpr))
     elif para.marks and para.marks[0].element is not None:
-        para.dominant = para.marks[0].element.find(_RPR)
+        para.dominant = para.marks[0].element.find(RPR)
     para.marks.sort(key=lambda m: m.span[0])
     return para
 
@@ -216,19 +244,37 @@ def _find_free(text: str, needle: str, taken: list[Span]) -> Span | None:
     return None
 
 
-def _runs(text: str, rpr: Any) -> list[Any]:
-    """Runs holding ``text`` with a copy of ``rpr``; a line break becomes ``a:br``."""
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("", text.replace("\r\n", "\n").replace("\r", "\n").replace("\v", "\n"))
+
+
+def _t(text: str, dialect: Dialect) -> Any:
     from lxml import etree
 
-    text = _NOT_XML.sub("", text.replace("\r\n", "\n").replace("\r", "\n").replace("\v", "\n"))
+    t = etree.Element(dialect.q("t"))
+    t.text = text
+    if not dialect.line_break and (text != text.strip() or "\n" in text):
+        t.set(_XML_SPACE, "preserve")
+    return t
+
+
+def _plain(text: str, dialect: Dialect) -> list[Any]:
+    return [_t(_clean(text), dialect)]
+
+
+def _runs(text: str, rpr: Any, dialect: Dialect) -> list[Any]:
+    """Runs holding ``text`` with a copy of ``rpr``; in DrawingML a line break is ``a:br``."""
+    from lxml import etree
+
+    text = _clean(text)
     out: list[Any] = []
-    for part in re.split(r"(\n)", text):
+    for part in re.split(r"(\n)", text) if dialect.line_break else [text]:
         if not part:
             continue
-        element = etree.Element(_BR if part == "\n" else _R)
+        element = etree.Element(dialect.q("br" if part == "\n" and dialect.line_break else "r"))
         if rpr is not None:
             element.append(copy.deepcopy(rpr))
-        if part != "\n":
-            etree.SubElement(element, _T).text = part
+        if element.tag != dialect.q("br"):
+            element.append(_t(part, dialect))
         out.append(element)
     return out
