@@ -277,3 +277,27 @@ def test_bench_request_breaks_one_request_down(tmp_path, tiny_fp32):
     assert "## One request, where the time goes" in report and "| decoding, as the engine times it |" in report
     bad = run_cli("bench-request", "--model", str(tiny_fp32), "--calls", "0", "--out", str(out))
     assert bad.returncode == 2 and b"--calls and --threads must be at least 1" in bad.stderr
+
+
+def test_repetition_and_untranslated_output_are_told_apart():
+    from edge_translator.bench.modelbench import repeated, untranslated
+
+    assert repeated("我我我我") and repeated("你好你好你好你好。") and not repeated("我们喜欢看书，看书很好。")
+    assert untranslated("Hello there.") and untranslated("") and not untranslated("Hello 你好")
+
+
+def test_bench_models_compares_two_bundles_in_one_table(tiny_fp32, tiny_int8):
+    from edge_translator.bench.prose import prose_sentences
+
+    n = len(prose_sentences())
+    result = run_cli("bench-models", str(tiny_fp32), str(tiny_int8), "--rounds", "1", "--sentences", "3")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    rows = [line for line in lines if line.startswith(f"| {tiny_fp32}") or line.startswith(f"| {tiny_int8}")]
+    assert len(rows) == 2 and "CPU:" in lines[0]
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert float(cells[1]) > 0 and float(cells[2]) > 0 and float(cells[3]) > 0  # size, start-up, tok/s
+        assert cells[5].endswith(f" of {n}") and cells[6].endswith(f" of {n}")  # over all the prose
+    bad = run_cli("bench-models", str(tiny_fp32), str(tiny_fp32.parent / "no-such-bundle"))
+    assert bad.returncode != 0 and len(bad.stderr.decode().strip().splitlines()) == 1

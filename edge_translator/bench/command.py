@@ -1,5 +1,5 @@
-"""The benchmarks' subcommands: ``bench``, ``bench-serve``, ``bench-docs``, ``bench-load``
-and ``bench-soak``.
+"""The benchmarks' subcommands: ``bench``, ``bench-serve``, ``bench-docs``, ``bench-load``,
+``bench-soak``, ``bench-request`` and ``bench-models``.
 
 Argument parsing and printing only: each command imports its benchmark when it runs, so
 declaring them costs ``edge-translator translate`` nothing at start-up and needs none of
@@ -130,6 +130,14 @@ def add_parsers(sub) -> None:
     br.add_argument("--sentence", default=None, help="the sentence to translate (default: a short question)")
     br.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
     br.set_defaults(func=cmd_bench_request)
+
+    bm = sub.add_parser("bench-models", help="two bundles side by side: size, start-up, batch-1 speed, and "
+                        "untranslated or repeated output on the benchmark prose (extra 'bench')")
+    bm.add_argument("first", help="bundle directory (e.g. the current embedded model)")
+    bm.add_argument("second", help="bundle directory to compare with it")
+    bm.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians are reported)")
+    bm.add_argument("--sentences", type=int, default=60, help="prose sentences of the batch-1 measure")
+    bm.set_defaults(func=cmd_bench_models)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -361,4 +369,27 @@ def cmd_bench_request(args: argparse.Namespace) -> int:
     print(f"updated {path}")
     for name, ms in run["ms"].items():
         print(f"{name:16s} {ms}")
+    return 0
+
+
+def cmd_bench_models(args: argparse.Namespace) -> int:
+    """Compare two bundles and print the Markdown table."""
+    from ..core.bundle import load_bundle
+    from .machine import machine_info
+    from .modelbench import ModelBenchOptions, compare, render
+    from .prose import prose_sentences
+
+    if args.rounds < 1 or args.sentences < 1:
+        print("edge-translator: error: --rounds and --sentences must be at least 1", file=sys.stderr)
+        return 2
+    bundles = {}
+    for given in (args.first, args.second):
+        load_bundle(Path(given))  # a bad folder ends here, in one line
+        bundles[f"{Path(given).name} ({given})" if given in bundles else given] = Path(given)
+    result = compare(bundles, prose_sentences(), ModelBenchOptions(rounds=args.rounds,
+                                                                   batch1_sentences=args.sentences))
+    print(f"CPU: {machine_info()['cpu']}; {args.rounds} rounds; batch 1 on one thread over "
+          f"{args.sentences} sentences (tokens by each bundle's own tokenizer); untranslated and repeated "
+          f"over all {result['sentences']} sentences on 2 threads")
+    print("\n".join(render(result)))
     return 0

@@ -39,8 +39,8 @@ translated piece by piece, as :func:`extract` splits it. Whitespace runs inside 
 text are read as one space, as HTML shows them.
 
 Limitations: a block's element is placed where the model's translation of its text alone
-appears in the whole one, else on the same share of it; a weak model (the small demo
-model translates "cat" alone as "猫猫。") then puts the tags on nearby words. Implied end
+appears in the whole one, else on the same share of it; a weak model (one that
+translates "cat" alone as "猫猫。") then puts the tags on nearby words. Implied end
 tags are not inferred: a skipped element runs to its own end tag or the end of the input. ``translate="yes"``
 inside a skipped subtree is not honoured, and ``<code/>`` is read as an empty element.
 Spans come from :class:`html.parser.HTMLParser`; text it reports at a position that does

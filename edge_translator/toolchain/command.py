@@ -277,7 +277,7 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
         words = evaluate_words(out, work / "data" / "heldout.tsv")
         (work / "words.json").write_text(json.dumps(words, indent=2, ensure_ascii=False), encoding="utf-8")
         print(f"single words right: {words['right']} of {words['words']} ({words['accuracy']:.1%})")
-        print(f"wrote {write_model_card(out, work, Path(out).name)}")
+        print(f"wrote {write_model_card(out, work, Path(out).name, Path(args.checkpoint) if args.checkpoint else None)}")
     return 0
 
 

