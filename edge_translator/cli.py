@@ -72,7 +72,7 @@ _LAYERS = (
     ("edge_translator.documents.command", "the document translator", "docs", ("docs", "tm")),
     ("edge_translator.gui.command", "the desktop app", "gui", ("gui",)),
     ("edge_translator.bench.command", "the benchmarks", "bench",
-     ("bench", "bench-serve", "bench-docs", "bench-load", "bench-soak", "bench-request")),
+     ("bench", "bench-serve", "bench-docs", "bench-load", "bench-soak", "bench-request", "bench-models")),
 )
 
 

@@ -495,7 +495,7 @@ def test_rows_join_a_running_batch_and_finish_before_it(fp32_parts, tiny_fp32, t
 def test_without_continuous_batching_late_rows_wait_for_a_batch_of_their_own(tiny_fp32, bundle):
     from .conftest import ROOT
 
-    path = tiny_fp32 if bundle == "no-continuous" else ROOT / "models" / "tatoeba-en-zh-small"
+    path = tiny_fp32 if bundle == "no-continuous" else ROOT / "tests" / "fixtures" / "tiny-int8r-127"
     stats, second, _, alone = _decode_while_a_batch_runs(path, continuous=bundle != "no-continuous")
     assert stats.batches == 2 and stats.admitted == 0
     assert [o.hypothesis.ids for o in second] == [h.ids for h in alone]

@@ -296,10 +296,10 @@ def test_find_bundles_embedded(tmp_path, monkeypatch):
     assert len(demo) == 1 and len(entries) == 1
     entry = demo[0]
     assert (entry.name, entry.origin, entry.scheme, entry.error) == (DEFAULT_MODEL, "embedded", "int8r", None)
-    assert entry.targets == ("zh-Hans",)
+    assert entry.targets == ("zh-Hans", "zh-Hant")
     assert entry.card.startswith("# tatoeba-en-zh-small")
     assert entry.figures["validation"]["int8_check"]["passed"] is True
-    assert 9 < entry.size_mb < 11
+    assert 13 < entry.size_mb < 15
 
 
 def test_find_bundles_user_environment_and_broken(bundles, monkeypatch):

@@ -162,11 +162,12 @@ def test_mapped_arrays_are_zeroed_writable_and_unmapped_when_freed():
 @pytest.fixture(scope="module", params=["ragged", "legacy"])
 def graph_parts(request, fp32_parts):
     """``(bundle, tokenizer, model)``: the FP32 fixture (GroupQueryAttention, cache written in
-    place), or the embedded demo bundle, whose decoder appends to a past of one length."""
+    place), or the tiny bundle exported before row positions, whose decoder appends to a past
+    of one length."""
     if request.param == "ragged":
         assert fp32_parts[2].ragged
         return fp32_parts
-    bundle = load_bundle(ROOT / "models" / "tatoeba-en-zh-small")
+    bundle = load_bundle(ROOT / "tests" / "fixtures" / "tiny-int8r-127")
     tokenizer = Tokenizer.load(bundle.source_spm, bundle.target_spm, bundle.vocab, bundle.eos_id, bundle.unk_id,
                                bundle.pad_id)
     model = Seq2Seq.load(bundle, threads=1)

@@ -157,13 +157,19 @@ def test_a_current_bundle_of_any_scheme_is_left_alone(tmp_path, tiny_int8):
 
 
 def test_fused_layer_norms_are_found_in_the_graphs_and_unfused(tmp_path):
-    """The embedded bundle's manifest says it is current (64-step codes); its graphs still hold
-    SkipLayerNormalization. The upgrade finds them in the graphs, writes them as Add and
-    LayerNormalization, and the bundle decodes exactly as before."""
+    """A bundle whose manifest says it is current (64-step codes) while its graphs still hold
+    SkipLayerNormalization (as the embedded bundle of 2026-12-01 was): the upgrade finds them
+    in the graphs, writes them as Add and LayerNormalization, and the bundle decodes exactly
+    as before. The embedded bundle itself holds none."""
     from edge_translator.core.translator import DEFAULT_MODEL, models_dir
 
-    source = models_dir() / DEFAULT_MODEL
-    target = tmp_path / "embedded"
+    assert upgrade_module.fused_layer_norms(load_bundle(models_dir() / DEFAULT_MODEL)) == 0
+    source = tmp_path / "current-manifest"
+    shutil.copytree(OLD, source)
+    manifest = json.loads((source / "bundle.json").read_text())
+    manifest["quantization"]["activation_code_peak"] = 64  # the manifest claims the codes are current
+    (source / "bundle.json").write_text(json.dumps(manifest))
+    target = tmp_path / "upgraded"
     shutil.copytree(source, target)
     assert not needs_upgrade(load_bundle(target).manifest)
     fused = upgrade_module.fused_layer_norms(load_bundle(target))

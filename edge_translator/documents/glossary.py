@@ -127,14 +127,15 @@ class PlaceholderForm:
 
 
 #: The placeholder styles :meth:`Glossary.mask` offers: style 0 first, style 1 for the retry.
-#: Chosen by measuring the demo model (``python -m edge_translator.bench.placeholders``):
-#: it copies the word "Tatoeba" and percentages far more often than any bracketed or coded
-#: form (``__0__``, ``{0}``, ``[0]``, ``ZX0``: none survived). Style 1 swaps the first two
-#: placeholders, so a retry gives each term the other one, and the retry saves many of the
-#: sentences that lost one (docs/benchmarks.md has the figures).
+#: Chosen by measuring the embedded model (``python -m edge_translator.bench.placeholders``):
+#: it copies the Latin words "Tatoeba", "CD" and "Linux" far more often than any bracketed or
+#: coded form (``__0__``, ``{0}``, ``[0]``, ``ZX0``: none survived) or a number, which it
+#: translates ("30%" becomes 三十%). Style 1 swaps the first two placeholders, so a retry gives
+#: each term the other one, and the retry saves many of the sentences that lost one
+#: (docs/benchmarks.md has the figures).
 STYLES = (
-    PlaceholderForm("tatoeba", "{}%", names=("Tatoeba",), start=30),
-    PlaceholderForm("percent", "{}%", names=("30%", "Tatoeba"), start=31),
+    PlaceholderForm("tatoeba", "{}%", names=("Tatoeba", "CD", "Linux"), start=30),
+    PlaceholderForm("cd", "{}%", names=("CD", "Tatoeba", "Linux"), start=30),
 )
 
 
