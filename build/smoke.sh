@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the frozen apps once each: the CLI's --version, translate, serve and docs, and the GUI
+# Run the frozen apps once each: the CLI's --version, translate, serve and docs (Markdown and
+# a workbook), and the GUI
 # offscreen. Usage: build/smoke.sh [DIST]  (default dist/ of this checkout; a one-folder
 # build's DIST/NAME/NAME is found too). Exits non-zero if any check fails.
 set -uo pipefail
@@ -70,6 +71,35 @@ printf '# A short note\n\nI have two brothers. My father is a doctor.\n\n- Where
 if out=$("$CLI" docs "$TMP/note.md" 2>&1) && [[ -f $TMP/note.zh-Hans.md ]] && has_cjk <"$TMP/note.zh-Hans.md"; then
     pass "docs: $(tr '\n' ' ' <"$TMP/note.zh-Hans.md")"
 else fail "docs: $out"; fi
+
+# 4b. docs on a small workbook (inline strings, as openpyxl writes them; stdlib zipfile only)
+python3 - "$TMP/prices.xlsx" <<'PY'
+import sys, zipfile
+ns = "http://schemas.openxmlformats.org/"
+ct = "application/vnd.openxmlformats-officedocument.spreadsheetml"
+parts = {
+    "[Content_Types].xml": f'<Types xmlns="{ns}package/2006/content-types"><Default Extension="rels" '
+    f'ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Override PartName="/xl/workbook.xml" '
+    f'ContentType="{ct}.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" '
+    f'ContentType="{ct}.worksheet+xml"/></Types>',
+    "_rels/.rels": f'<Relationships xmlns="{ns}package/2006/relationships"><Relationship Id="r1" '
+    f'Type="{ns}officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>',
+    "xl/workbook.xml": f'<workbook xmlns="{ns}spreadsheetml/2006/main" xmlns:r="{ns}officeDocument/2006/relationships">'
+    '<sheets><sheet name="Prices" sheetId="1" r:id="r1"/></sheets></workbook>',
+    "xl/_rels/workbook.xml.rels": f'<Relationships xmlns="{ns}package/2006/relationships"><Relationship Id="r1" '
+    f'Type="{ns}officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>',
+    "xl/worksheets/sheet1.xml": f'<worksheet xmlns="{ns}spreadsheetml/2006/main"><sheetData><row r="1">'
+    '<c r="A1" t="inlineStr"><is><t>Where is the station?</t></is></c><c r="B1"><v>12.5</v></c></row>'
+    '</sheetData></worksheet>',
+}
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for name, text in parts.items():
+        z.writestr(name, text)
+PY
+if out=$("$CLI" docs "$TMP/prices.xlsx" 2>&1) && [[ -f $TMP/prices.zh-Hans.xlsx ]] \
+    && python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read("xl/worksheets/sheet1.xml").decode())' \
+        "$TMP/prices.zh-Hans.xlsx" | has_cjk; then pass "docs: prices.xlsx"
+else fail "docs xlsx: $out"; fi
 
 # 5. the GUI offscreen: --self-test types a sentence into the window, waits for the
 # translation, prints it and quits (exit 0 only if it is Chinese)

@@ -380,3 +380,58 @@ def test_text_requests_stay_fast_during_a_document_job(served):
     assert still["status"] == "translating", "the job ended before the text requests were measured"
     assert max(queued) > 0, "the engine had no document work while the text requests were measured"
     assert statistics.median(loaded) <= 2 * unloaded + 0.02, (unloaded, loaded)
+
+
+# -- Excel, through each API ----------------------------------------------------------------------
+def make_xlsx(texts=SENTENCES) -> bytes:
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    for number, text in enumerate(texts, 1):
+        wb.active.append([number, text])
+    out = io.BytesIO()
+    wb.save(out)
+    return out.getvalue()
+
+
+def xlsx_cells(data: bytes) -> list:
+    import openpyxl
+
+    return [[c.value for c in row] for row in openpyxl.load_workbook(io.BytesIO(data)).active.iter_rows()]
+
+
+def test_an_xlsx_comes_back_translated_through_each_api_and_a_broken_one_is_400(served, tmp_path):
+    import deepl
+
+    _, client, _ = served
+    status, _, data = upload(client, "/v1/documents", "prices.xlsx", make_xlsx(), bearer(KEY))
+    assert status == 202, data
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "done" and doc["sentences_total"] == len(SENTENCES)
+    status, headers, data = client.call("GET", doc["result_url"], headers=bearer(KEY))
+    assert status == 200 and headers["Content-Type"].endswith("spreadsheetml.sheet")
+    rows = xlsx_cells(data)
+    assert [r[0] for r in rows] == list(range(1, len(SENTENCES) + 1)) and all(_cjk(r[1]) for r in rows)
+
+    translator = deepl.Translator(KEY, server_url=f"http://{client.host}:{client.port}")
+    source, target = tmp_path / "prices.xlsx", tmp_path / "prices.zh.xlsx"
+    source.write_bytes(make_xlsx())
+    assert translator.translate_document_from_filepath(source, target, target_lang="ZH").done
+    assert all(_cjk(r[1]) for r in xlsx_cells(target.read_bytes()))
+
+    status, _, data = upload(client, "/translate_file", "prices.xlsx", make_xlsx(), source="en", target="zh",
+                             api_key=KEY)
+    assert status == 200, data
+    status, _, data = client.call("GET", urlsplit(json.loads(data)["translatedFileUrl"]).path)
+    assert status == 200 and all(_cjk(r[1]) for r in xlsx_cells(data))
+
+    for name, body, words in (("locked.xlsx", bytes.fromhex("d0cf11e0a1b11ae1") + bytes(600), "password-protected"),
+                              ("broken.xlsx", make_xlsx()[:2000], "not a zip archive"),
+                              ("other.xlsx", make_pptx(), "no xl/workbook.xml part")):
+        status, _, data = upload(client, "/v1/documents", name, body, bearer(KEY))
+        error = json.loads(data)["error"]
+        assert status == 400 and words in error and name in error and "\n" not in error, error
+    status, _, data = upload(client, "/v1/documents", "macros.xlsm", make_xlsx(), bearer(KEY))
+    assert status == 202, data  # a valid package: the job reads it and refuses it, in one line
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "error" and "macro-enabled" in doc["error"] and "\n" not in doc["error"], doc

@@ -177,6 +177,13 @@ def _two_segment_file(tmp_path: Path, name: str) -> Path:
         for title in ("The cat sleeps.", "The dog runs."):
             deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
         deck.save(path)
+    elif name == "xlsx":
+        import openpyxl
+
+        book = openpyxl.Workbook()
+        for row in (["text", "id"], ["The cat sleeps.", 1], ["The dog runs.", 2]):
+            book.active.append(row)
+        book.save(path)
     else:
         path.write_text(samples[name], encoding="utf-8")
     return path

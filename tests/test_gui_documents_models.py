@@ -146,6 +146,21 @@ def test_a_dropped_deck_translates_and_a_locked_one_fails_alone(qtbot, panel, tm
     assert not (tmp_path / "locked.zh-Hans.pptx").exists()
 
 
+def test_a_dropped_workbook_translates_its_text_cells_alone(qtbot, panel, tmp_path):
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    wb.active.append(["Where is the station?", 12.5, "=B1*2"])
+    wb.active.append(["I like green tea.", 3, None])
+    wb.save(tmp_path / "prices.xlsx")
+    with qtbot.waitSignal(panel.busy_changed, timeout=WAIT):
+        drop(panel, tmp_path / "prices.xlsx")
+    qtbot.waitUntil(lambda: not panel.busy, timeout=WAIT)
+    assert status(panel, tmp_path / "prices.xlsx") == "done"
+    rows = [[c.value for c in row] for row in openpyxl.load_workbook(tmp_path / "prices.zh-Hans.xlsx").active.iter_rows()]
+    assert [r[1:] for r in rows] == [[12.5, "=B1*2"], [3, None]] and all(CJK.search(r[0]) for r in rows)
+
+
 def test_output_folder_chooser_and_add_files(qtbot, panel, tmp_path, monkeypatch):
     source = tmp_path / "src" / "letter.txt"
     source.parent.mkdir()

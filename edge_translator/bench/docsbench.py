@@ -5,12 +5,13 @@ Two measurements, on the embedded demo model and the demo's own test sentences:
 - **Many small files against one large file** holding the same sentences, run in one
   process on one loaded translator, alternating, each run with a fresh journal and no
   memory so that every sentence is decoded; medians of the rounds and their ratio.
-- **A 10 MB folder of mixed documents** (txt, md, srt, html, csv, docx, pptx) translated by
+- **A 10 MB folder of mixed documents** (txt, md, srt, html, csv, docx, pptx, xlsx) translated by
   the real command in a child process: its peak RSS, time and sentence counts. Its sentences
   repeat (they are drawn from the 2,824 test sentences), so most are reused from the
   journal: this run measures memory and the formats' cost, not decoding speed.
 - **Large office files**, each alone in a child process, at two sizes a tenth apart (a
-  30- and a 300-slide deck): time and peak RSS, so the growth with the file is seen.
+  30- and a 300-slide deck; a 5,000- and a 50,000-cell sheet, its strings shared as Excel
+  writes them): time and peak RSS, so the growth with the file is seen.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def write_mixed_folder(folder: Path, sentences: list[str], megabytes: float, see
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     rng = random.Random(seed)
-    kinds = ["txt", "md", "srt", "html", "csv", "docx", "pptx"]
+    kinds = ["txt", "md", "srt", "html", "csv", "docx", "pptx", "xlsx"]
     total, n = 0, 0
     while total < megabytes * 1e6:
         kind = kinds[n % len(kinds)]
@@ -117,6 +118,8 @@ def write_mixed_folder(folder: Path, sentences: list[str], megabytes: float, see
             path.write_text("sku,text,price\n" + rows, "utf-8")
         elif kind == "pptx":
             write_deck(path, picked, len(picked) // 5)
+        elif kind == "xlsx":
+            write_sheet(path, picked, 4 * (len(picked) // 2 + 1))
         else:
             doc = Document()
             for s in picked:
@@ -145,6 +148,48 @@ def write_deck(path: Path, sentences: list[str], slides: int) -> None:
     deck.save(path)
 
 
+def write_sheet(path: Path, sentences: list[str], cells: int) -> None:
+    """A workbook of one sheet, ``cells`` cells in rows of four (an id, two texts, a price)
+    under a header row (id, text, note, price), its texts in a shared string table as Excel
+    and LibreOffice write it."""
+    import zipfile
+    from xml.sax.saxutils import escape
+
+    ns = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+    rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    pkg = "http://schemas.openxmlformats.org/package/2006/relationships"
+    ct = "application/vnd.openxmlformats-officedocument.spreadsheetml"
+    index = {name: i for i, name in enumerate(("id", "text", "note", "price"))}
+    rows = ['<row r="1">' + "".join(f'<c r="{c}1" t="s"><v>{i}</v></c>' for i, c in enumerate("ABCD")) + "</row>"]
+    for r in range(2, cells // 4 + 1):
+        texts = [sentences[(2 * r + k) % len(sentences)] for k in range(2)]
+        refs = [index.setdefault(t, len(index)) for t in texts]
+        rows.append(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c><c r="B{r}" t="s"><v>{refs[0]}</v></c>'
+                    f'<c r="C{r}" t="s"><v>{refs[1]}</v></c><c r="D{r}"><v>{r % 97}.99</v></c></row>')
+    strings = "".join(f"<si><t>{escape(t)}</t></si>" for t in index)
+    parts = {
+        "[Content_Types].xml": f'<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+                               f'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.'
+                               f'relationships+xml"/><Default Extension="xml" ContentType="application/xml"/>'
+                               f'<Override PartName="/xl/workbook.xml" ContentType="{ct}.sheet.main+xml"/>'
+                               f'<Override PartName="/xl/worksheets/sheet1.xml" ContentType="{ct}.worksheet+xml"/>'
+                               f'<Override PartName="/xl/sharedStrings.xml" ContentType="{ct}.sharedStrings+xml"/>'
+                               f'</Types>',
+        "_rels/.rels": f'<Relationships xmlns="{pkg}"><Relationship Id="rId1" Type="{rel}/officeDocument" '
+                       f'Target="xl/workbook.xml"/></Relationships>',
+        "xl/workbook.xml": f'<workbook xmlns="{ns}" xmlns:r="{rel}"><sheets><sheet name="Catalogue" sheetId="1" '
+                           f'r:id="rId1"/></sheets></workbook>',
+        "xl/_rels/workbook.xml.rels": f'<Relationships xmlns="{pkg}"><Relationship Id="rId1" Type="{rel}/worksheet" '
+                                      f'Target="worksheets/sheet1.xml"/><Relationship Id="rId2" '
+                                      f'Type="{rel}/sharedStrings" Target="sharedStrings.xml"/></Relationships>',
+        "xl/worksheets/sheet1.xml": f'<worksheet xmlns="{ns}"><sheetData>{"".join(rows)}</sheetData></worksheet>',
+        "xl/sharedStrings.xml": f'<sst xmlns="{ns}" count="{2 * len(rows) + 2}" uniqueCount="{len(index)}">{strings}</sst>',
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in parts.items():
+            archive.writestr(name, '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n' + text)
+
+
 def _docs_child(model: str | None, inputs: Path, out: Path, *extra: str) -> tuple[dict, float, float]:
     """Run `edge-translator docs` in a child: its JSON summary, seconds and peak RSS in MB
     (the child's own, from ``wait4``, whatever ran before it)."""
@@ -170,15 +215,18 @@ def _docs_child(model: str | None, inputs: Path, out: Path, *extra: str) -> tupl
         return json.loads(stdout.read()), seconds, usage.ru_maxrss / 1024
 
 
-def large_files(model: str | None, work: Path, sentences: list[str], slides_max: int = 300) -> list[dict]:
+def large_files(model: str | None, work: Path, sentences: list[str], slides_max: int = 300,
+                cells_max: int = 50_000) -> list[dict]:
     """Each large office file alone, at two sizes a tenth apart."""
     rows = []
-    for slides in (slides_max // 10, slides_max):
-        path = work / "large" / f"deck-{slides}.pptx"
+    files = [(f"{n}-slide deck", f"deck-{n}.pptx", write_deck, n) for n in (slides_max // 10, slides_max)]
+    files += [(f"{n:,}-cell sheet", f"sheet-{n}.xlsx", write_sheet, n) for n in (cells_max // 10, cells_max)]
+    for label, name, make, size in files:
+        path = work / "large" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_deck(path, sentences, slides)
+        make(path, sentences, size)
         summary, seconds, peak = _docs_child(model, path, work / "large-out")
-        rows.append({"file": f"{slides}-slide deck", "megabytes": round(path.stat().st_size / 1e6, 2),
+        rows.append({"file": label, "megabytes": round(path.stat().st_size / 1e6, 2),
                      "sentences": summary["sentences"], "decoded": summary["decoded"],
                      "seconds": round(seconds, 1), "peak_rss_mb": round(peak, 1)})
     return rows
@@ -211,13 +259,14 @@ def placeholders(model: str | None, threads: int | None) -> str:
 
 
 def run(model: str | None, work: Path, out_dir: Path, megabytes: float, files: int, sentences_n: int,
-        rounds: int, threads: int | None, command: str, with_placeholders: bool = True, slides: int = 300) -> dict:
+        rounds: int, threads: int | None, command: str, with_placeholders: bool = True, slides: int = 300,
+        cells: int = 50_000) -> dict:
     """Both measurements; the section is written into ``out_dir``'s benchmarks.md/.json."""
     work.mkdir(parents=True, exist_ok=True)
     sentences = test_sentences()
     data = {"command": command, "machine": machine_info(),
             "small_vs_large": small_vs_large(model, work, sentences[:sentences_n], files, rounds, threads),
-            "large": large_files(model, work, sentences, slides),
+            "large": large_files(model, work, sentences, slides, cells),
             "folder": big_folder(model, work, sentences, megabytes),
             "placeholders": placeholders(model, threads) if with_placeholders else None}
     update_section(out_dir, "documents", data, "## Documents", render_documents_section(data))

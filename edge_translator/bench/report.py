@@ -410,7 +410,7 @@ def render_documents_section(data: dict) -> list[str]:
         "",
         f"Many small files run at **{s['ratio']}×** the rate of one large file (goal: within 15%).",
         "",
-        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx, pptx; "
+        f"**A {b['megabytes']} MB folder of mixed documents** ({b['files']} files: txt, md, srt, html, csv, docx, pptx, xlsx; "
         f"`edge-translator docs` in a child process): {b['done']} done, {b['failed']} failed, "
         f"{b['sentences']} sentences in {b['seconds']} s ({b['decoded']} decoded, {b['reused']} reused from the "
         f"journal: the sentences repeat), **peak RSS {b['peak_rss_mb']} MB** (goal: under 400 MB).",

@@ -28,7 +28,8 @@ _TYPES = {".txt": "text/plain; charset=utf-8", ".md": "text/markdown; charset=ut
           ".xhtml": "application/xhtml+xml", ".csv": "text/csv; charset=utf-8",
           ".tsv": "text/tab-separated-values; charset=utf-8", ".tab": "text/tab-separated-values; charset=utf-8",
           ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-          ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation"}
+          ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+          ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 
 
 # -- shared ------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Batch translation of documents: formats in and out, the resumable job, memory and glossary.
 
 Each format lives in its own module behind one interface (:mod:`.base`); :func:`formats`
-maps a file suffix to it. The formats' libraries (python-docx, python-pptx, markdown-it-py) come with
+maps a file suffix to it. The formats' libraries (python-docx, python-pptx, markdown-it-py; lxml for .xlsx) come with
 the extra ``docs`` and are imported only when a file of that kind is opened.
 """
 
@@ -18,6 +18,7 @@ FORMATS = (
     FormatInfo("html", (".html", ".htm", ".xhtml"), "htmldoc"),
     FormatInfo("docx", (".docx",), "word", "docs", ("Word .docx file", "word/document.xml")),
     FormatInfo("pptx", (".pptx", ".pptm"), "slides", "docs", ("PowerPoint .pptx file", "ppt/presentation.xml")),
+    FormatInfo("xlsx", (".xlsx", ".xlsm"), "sheets", "docs", ("Excel .xlsx file", "xl/workbook.xml")),
     FormatInfo("csv", (".csv",), "table"),
     FormatInfo("tsv", (".tsv", ".tab"), "table"),
 )

@@ -68,7 +68,9 @@ class FormatOptions:
     """What a format may be told by the command line."""
 
     columns: tuple[str, ...] = ()
-    """CSV/TSV: the columns to translate, by header name or 1-based number."""
+    """CSV/TSV and xlsx: the columns to translate, by header name or 1-based number (xlsx: or letter)."""
+    sheets: tuple[str, ...] = ()
+    """xlsx: the sheets to translate, by name or 1-based number; all when empty."""
 
 
 class Document(Protocol):

@@ -95,10 +95,11 @@ def cmd_docs(args: argparse.Namespace) -> int:
     from .journal import JobCache
 
     columns = tuple(c.strip() for spec in args.columns or () for c in spec.split(",") if c.strip())
+    sheets = tuple(s.strip() for spec in args.sheets or () for s in spec.split(",") if s.strip())
     options = JobOptions(
         output_dir=Path(args.output) if args.output else None, recursive=args.recursive, force=args.force,
         translate=TranslateOptions(target=args.target, beam_size=args.beam, shortlist=not args.no_shortlist),
-        format=FormatOptions(columns=columns), jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
+        format=FormatOptions(columns=columns, sheets=sheets), jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
     glossary, digest = None, ""
     if args.glossary:
         path = Path(args.glossary)
@@ -216,7 +217,10 @@ def add_parsers(sub) -> None:
                         "directory)")
     memory.add_argument("--no-tm", action="store_true", help="use no translation memory")
     docs.add_argument("--columns", action="append", metavar="NAME[,NAME...]",
-                      help="CSV/TSV columns to translate, by header name or 1-based number")
+                      help="CSV/TSV/xlsx columns to translate, by header name or 1-based number (xlsx: or letter); "
+                      "in xlsx the header row is then kept")
+    docs.add_argument("--sheets", action="append", metavar="NAME[,NAME...]",
+                      help="xlsx sheets to translate, by name or 1-based number (default: all)")
     docs.add_argument("--jobs-dir", metavar="DIR", help="keep the job journal here instead of the output folder")
     docs.add_argument("--force", action="store_true", help="overwrite outputs that exist")
     docs.add_argument("--quiet", action="store_true", help="no progress bar and no summary; failures only")

@@ -132,6 +132,7 @@ class DocumentJob:
             "model": translator.model_id, "target": self.target, "beam": self.options.translate.beam_size,
             "max_length": self.options.translate.max_length, "guard": self.options.translate.repetition_guard,
             "glossary": glossary_digest, "columns": list(self.options.format.columns),
+            **({"sheets": list(self.options.format.sheets)} if self.options.format.sheets else {}),
             **({} if self.options.translate.shortlist else {"shortlist": False}),
         }, sort_keys=True).encode()).hexdigest()[:16]
         self.journal: Journal | None = None
