@@ -6,7 +6,7 @@
 # test command and .ci/run both start here. EXTRA_DEBS adds Debian packages (CI's compilers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEBS="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 fonts-wqy-microhei chromium chromium-driver libreoffice-impress-nogui libreoffice-calc-nogui ${EXTRA_DEBS:-}"
+DEBS="libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 fonts-wqy-microhei chromium chromium-driver libreoffice-impress-nogui libreoffice-calc-nogui libreoffice-writer-nogui ${EXTRA_DEBS:-}"
 if command -v apt-get >/dev/null; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
     missing=$(for p in $DEBS; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)

@@ -435,3 +435,27 @@ def test_an_xlsx_comes_back_translated_through_each_api_and_a_broken_one_is_400(
     assert status == 202, data  # a valid package: the job reads it and refuses it, in one line
     doc = wait_done(client, json.loads(data)["id"])
     assert doc["status"] == "error" and "macro-enabled" in doc["error"] and "\n" not in doc["error"], doc
+
+
+def test_an_epub_comes_back_translated_and_a_broken_one_fails_alone(served, tmp_path):
+    import zipfile
+
+    from .test_doc_epub import _book
+
+    _, client, _ = served
+    book = _book(tmp_path / "book.epub").read_bytes()
+    status, _, data = upload(client, "/v1/documents", "book.epub", book, bearer(KEY))
+    assert status == 202, data
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "done", doc
+    status, headers, data = client.call("GET", doc["result_url"], headers=bearer(KEY))
+    assert status == 200 and headers["Content-Type"] == "application/epub+zip"
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert archive.namelist()[0] == "mimetype" and _cjk(archive.read("OEBPS/Text/chapter2.xhtml").decode())
+    status, _, data = upload(client, "/v1/documents", "broken.epub", book[:900], bearer(KEY))
+    error = json.loads(data)["error"]
+    assert status == 400 and "not a zip archive" in error and "broken.epub" in error, error
+    missing = _book(tmp_path / "missing.epub", lambda n, d: None if n.endswith("chapter2.xhtml") else d)
+    status, _, data = upload(client, "/v1/documents", "missing.epub", missing.read_bytes(), bearer(KEY))
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "error" and "chapter 2 of its spine" in doc["error"], doc

@@ -161,6 +161,21 @@ def test_a_dropped_workbook_translates_its_text_cells_alone(qtbot, panel, tmp_pa
     assert [r[1:] for r in rows] == [[12.5, "=B1*2"], [3, None]] and all(CJK.search(r[0]) for r in rows)
 
 
+def test_a_dropped_book_translates_and_stays_an_epub(qtbot, panel, tmp_path):
+    import zipfile
+
+    from .test_doc_epub import _book
+
+    _book(tmp_path / "book.epub")
+    with qtbot.waitSignal(panel.busy_changed, timeout=WAIT):
+        drop(panel, tmp_path / "book.epub")
+    qtbot.waitUntil(lambda: not panel.busy, timeout=WAIT)
+    assert status(panel, tmp_path / "book.epub") == "done"
+    with zipfile.ZipFile(tmp_path / "book.zh-Hans.epub") as archive:
+        assert archive.namelist()[0] == "mimetype"
+        assert CJK.search(archive.read("OEBPS/Text/chapter2.xhtml").decode())
+
+
 def test_output_folder_chooser_and_add_files(qtbot, panel, tmp_path, monkeypatch):
     source = tmp_path / "src" / "letter.txt"
     source.parent.mkdir()

@@ -29,7 +29,8 @@ _TYPES = {".txt": "text/plain; charset=utf-8", ".md": "text/markdown; charset=ut
           ".tsv": "text/tab-separated-values; charset=utf-8", ".tab": "text/tab-separated-values; charset=utf-8",
           ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
           ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-          ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
+          ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+          ".epub": "application/epub+zip"}
 
 
 # -- shared ------------------------------------------------------------------------------------

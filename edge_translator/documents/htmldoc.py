@@ -26,6 +26,22 @@ def _worth_translating(text: str) -> bool:
     return any(ch.isalnum() for ch in text)
 
 
+def units(html: str) -> list[markup.Unit]:
+    """The units of ``html`` worth translating, in document order."""
+    return [u for u in markup.plan(html) if _worth_translating(u.text)]
+
+
+def segment(unit: markup.Unit, line: int | None = None) -> Segment:
+    """A unit as a segment: a block's inline elements are its marks."""
+    return Segment(unit.text, unit.marks if isinstance(unit, markup.Block) else (), line=line)
+
+
+def rewrite(html: str, found: list[markup.Unit], done: list[Translated]) -> str:
+    """``html`` with each unit's translation written in (one translation per unit)."""
+    placed = [t.marks if isinstance(u, markup.Block) else None for u, t in zip(found, done)]
+    return markup.rebuild_units(html, found, [t.text for t in done], placed)
+
+
 class HtmlDocument:
     """An HTML file opened for translation."""
 
@@ -35,25 +51,22 @@ class HtmlDocument:
     def _load(self) -> tuple[str, textio.TextEncoding, list[markup.Unit]]:
         encoding = textio.sniff(self.path)
         html = textio.read_all(self.path, encoding)
-        units = [u for u in markup.plan(html) if _worth_translating(u.text)]
-        return html, encoding, units
+        return html, encoding, units(html)
 
     def segments(self) -> Iterator[Segment]:
-        html, _, units = self._load()
+        html, _, found = self._load()
         starts = [0] + [i + 1 for i, ch in enumerate(html) if ch == "\n"]
-        for unit in units:
-            marks = unit.marks if isinstance(unit, markup.Block) else ()
-            yield Segment(unit.text, marks, line=bisect.bisect_right(starts, unit.start))
+        for unit in found:
+            yield segment(unit, bisect.bisect_right(starts, unit.start))
 
     def write(self, translated: Iterable[Translated], out: BinaryIO) -> None:
-        html, encoding, units = self._load()
+        html, encoding, found = self._load()
         done = list(translated)
-        if len(done) != len(units):
-            raise DocumentError(self.path, f"changed while it was translated ({len(units)} pieces of text now, "
+        if len(done) != len(found):
+            raise DocumentError(self.path, f"changed while it was translated ({len(found)} pieces of text now, "
                                 f"{len(done)} before); run the job again")
-        placed = [t.marks if isinstance(u, markup.Block) else None for u, t in zip(units, done)]
         stream = textio.writer(out, encoding)
-        stream.write(markup.rebuild_units(html, units, [t.text for t in done], placed))
+        stream.write(rewrite(html, found, done))
         stream.flush()
         stream.detach()
 

@@ -13,10 +13,13 @@ them from memory and the input file is never opened for writing.
 from __future__ import annotations
 
 import io
+import shutil
 import zipfile
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .base import DocumentError
 
@@ -100,3 +103,37 @@ def check_package(data: bytes, path: Path | str, kind: str, required: str,
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
         raise bad(f"it is damaged ({type(exc).__name__}: {str(exc)[:80]}); open it in its application "
                   "and save it again") from None
+
+
+def repack(archive: zipfile.ZipFile, parts: Mapping[str, Path | bytes], out: BinaryIO, stored: str | None = None) -> None:
+    """Write the package again, in its order, with ``parts`` replaced (by a file's content or
+    bytes) and every other part copied as it was, its compression and date kept.
+
+    Args:
+        archive: The package as read.
+        parts: The new content of the parts that changed, by name.
+        out: Where the new package goes.
+        stored: A part that goes first and uncompressed whatever the input did (an EPUB's
+            ``mimetype``, which reading systems look for at a fixed offset).
+    """
+    infos = archive.infolist()
+    if stored is not None:
+        infos = sorted(infos, key=lambda info: info.filename != stored)
+    with zipfile.ZipFile(out, "w") as result:
+        for info in infos:
+            copy = zipfile.ZipInfo(info.filename, info.date_time)
+            copy.compress_type, copy.external_attr, copy.comment = info.compress_type, info.external_attr, info.comment
+            if info.filename == stored:
+                copy.compress_type = zipfile.ZIP_STORED
+                result.writestr(copy, archive.read(info))
+                continue
+            with result.open(copy, "w", force_zip64=True) as target:
+                new = parts.get(info.filename)
+                if isinstance(new, bytes):
+                    target.write(new)
+                elif new is not None:
+                    with open(new, "rb") as source:
+                        shutil.copyfileobj(source, target, 1 << 20)
+                else:
+                    with archive.open(info) as source:
+                        shutil.copyfileobj(source, target, 1 << 20)

@@ -42,7 +42,7 @@ from typing import Any, BinaryIO
 
 from . import richtext, xmlstream
 from .base import DocumentError, FormatOptions, Segment, Translated
-from .package import read_package
+from .package import read_package, repack
 
 PACKAGE = ("Excel .xlsx file", "xl/workbook.xml")
 _KIND = PACKAGE[0]
@@ -385,7 +385,7 @@ class WorkbookDocument:
                     parts[sheet.part] = target
             if next(items, None) is not None:
                 raise self._changed(f"only {counter.count} texts")
-            _repack(archive, parts, out)
+            repack(archive, parts, out)
 
     def _changed(self, what: str) -> DocumentError:
         return DocumentError(self.path, f"the file changed while it was translated (it now has {what} to "
@@ -492,21 +492,6 @@ class _SheetWriter:
                 at = next(i for i, t in enumerate(cell) if xmlstream.name(t) == "v" and xmlstream.is_start(t))
                 return cell[:at + 1] + [str(self.moved[index])] + cell[at + 2:]
         return cell
-
-
-def _repack(archive: zipfile.ZipFile, parts: dict[str, Path], out: BinaryIO) -> None:
-    """The package again, in its order, with ``parts`` replaced; every other part copied as it was."""
-    with zipfile.ZipFile(out, "w") as result:
-        for info in archive.infolist():
-            copy = zipfile.ZipInfo(info.filename, info.date_time)
-            copy.compress_type, copy.external_attr, copy.comment = info.compress_type, info.external_attr, info.comment
-            with result.open(copy, "w", force_zip64=True) as target:
-                if info.filename in parts:
-                    with open(parts[info.filename], "rb") as source:
-                        shutil.copyfileobj(source, target, 1 << 20)
-                else:
-                    with archive.open(info) as source:
-                        shutil.copyfileobj(source, target, 1 << 20)
 
 
 def _choose(path: Path, sheets: list[Sheet], specs: tuple[str, ...]) -> list[Sheet]:
