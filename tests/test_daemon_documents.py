@@ -459,3 +459,24 @@ def test_an_epub_comes_back_translated_and_a_broken_one_fails_alone(served, tmp_
     status, _, data = upload(client, "/v1/documents", "missing.epub", missing.read_bytes(), bearer(KEY))
     doc = wait_done(client, json.loads(data)["id"])
     assert doc["status"] == "error" and "chapter 2 of its spine" in doc["error"], doc
+
+
+def test_an_odt_comes_back_translated_and_a_locked_one_fails_alone(served, tmp_path):
+    import zipfile
+
+    from .test_doc_opendoc import LOCKED_MANIFEST, _odt
+
+    _, client, _ = served
+    status, _, data = upload(client, "/v1/documents", "guide.odt", _odt(tmp_path / "guide.odt").read_bytes(),
+                             bearer(KEY))
+    assert status == 202, data
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "done", doc
+    status, headers, data = client.call("GET", doc["result_url"], headers=bearer(KEY))
+    assert status == 200 and headers["Content-Type"] == "application/vnd.oasis.opendocument.text"
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert archive.namelist()[0] == "mimetype" and _cjk(archive.read("content.xml").decode())
+    locked = _odt(tmp_path / "locked.odt", extra={"META-INF/manifest.xml": LOCKED_MANIFEST.encode()})
+    status, _, data = upload(client, "/v1/documents", "locked.odt", locked.read_bytes(), bearer(KEY))
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "error" and "password-protected" in doc["error"], doc

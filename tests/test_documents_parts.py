@@ -177,6 +177,10 @@ def _two_segment_file(tmp_path: Path, name: str) -> Path:
         for title in ("The cat sleeps.", "The dog runs."):
             deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
         deck.save(path)
+    elif name == "odf":
+        from .test_doc_opendoc import _odt
+
+        _odt(path)
     elif name == "epub":
         from .test_doc_epub import _book
 

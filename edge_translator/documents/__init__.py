@@ -19,6 +19,7 @@ FORMATS = (
     FormatInfo("docx", (".docx",), "word", "docs", ("Word .docx file", "word/document.xml")),
     FormatInfo("pptx", (".pptx", ".pptm"), "slides", "docs", ("PowerPoint .pptx file", "ppt/presentation.xml")),
     FormatInfo("xlsx", (".xlsx", ".xlsm"), "sheets", "docs", ("Excel .xlsx file", "xl/workbook.xml")),
+    FormatInfo("odf", (".odt", ".odp", ".ods"), "opendoc", "docs", ("OpenDocument file", "content.xml")),
     FormatInfo("epub", (".epub",), "epub", "docs", ("EPUB file", "META-INF/container.xml")),
     FormatInfo("csv", (".csv",), "table"),
     FormatInfo("tsv", (".tsv", ".tab"), "table"),

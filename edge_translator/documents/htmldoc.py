@@ -26,9 +26,9 @@ def _worth_translating(text: str) -> bool:
     return any(ch.isalnum() for ch in text)
 
 
-def units(html: str) -> list[markup.Unit]:
-    """The units of ``html`` worth translating, in document order."""
-    return [u for u in markup.plan(html) if _worth_translating(u.text)]
+def units(html: str, flavour: markup.Markup = markup.HTML) -> list[markup.Unit]:
+    """The units of ``html`` (or XML read as ``flavour`` says) worth translating, in order."""
+    return [u for u in markup.plan(html, flavour) if _worth_translating(u.text)]
 
 
 def segment(unit: markup.Unit, line: int | None = None) -> Segment:
