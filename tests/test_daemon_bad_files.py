@@ -67,7 +67,7 @@ BAD = [
     ("empty file", "a.txt", b"", 400, "is empty"),
     ("empty docx", "a.docx", b"", 400, "is empty"),
     ("unsupported type", "a.exe", b"MZ\x90\x00", 415, "'.exe' is not supported"),
-    ("pdf", "a.pdf", b"%PDF-1.4", 415, "'.pdf' is not supported"),
+    ("text named pdf", "a.pdf", b"Hello, I am plain text.", 400, "a.pdf is not a PDF file"),
     ("no extension", "README", b"Hello.", 415, "'(none)' is not supported"),
     ("latin-1 text", "a.txt", "Caf\u00e9 au lait.".encode("latin-1"), 400, "not UTF-8 text (line 1)"),
     ("binary as text", "a.md", b"# Title\n\nok\n\x00\x01\x02", 400, "binary data (line 4)"),

@@ -480,3 +480,21 @@ def test_an_odt_comes_back_translated_and_a_locked_one_fails_alone(served, tmp_p
     status, _, data = upload(client, "/v1/documents", "locked.odt", locked.read_bytes(), bearer(KEY))
     doc = wait_done(client, json.loads(data)["id"])
     assert doc["status"] == "error" and "password-protected" in doc["error"], doc
+
+
+def test_a_pdf_comes_back_translated_and_a_fake_one_is_400(served, tmp_path):
+    from .test_doc_pdf import _page_texts, _pdf
+
+    _, client, _ = served
+    status, _, data = upload(client, "/v1/documents", "report.pdf", _pdf(tmp_path / "r.pdf", pages=2).read_bytes(),
+                             bearer(KEY))
+    assert status == 202, data
+    doc = wait_done(client, json.loads(data)["id"])
+    assert doc["status"] == "done", doc
+    status, headers, data = client.call("GET", doc["result_url"], headers=bearer(KEY))
+    assert status == 200 and headers["Content-Type"] == "application/pdf"
+    pages = _page_texts(data)
+    assert len(pages) == 2 and all(_cjk(p) and "garden" not in p for p in pages)
+    status, _, data = upload(client, "/v1/documents", "fake.pdf", b"Annual report\n", bearer(KEY))
+    error = json.loads(data)["error"]
+    assert status == 400 and "fake.pdf is not a PDF file" in error, error

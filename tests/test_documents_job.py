@@ -430,13 +430,14 @@ def test_cancel_from_another_thread_keeps_only_whole_segments(tmp_path):
 
 def test_bench_docs_smoke_writes_its_section(tmp_path):
     result = run_cli("bench-docs", "--mb", "0.1", "--files", "8", "--sentences", "40", "--rounds", "1",
-                     "--slides", "20", "--cells", "400", "--no-placeholders", "--out", str(tmp_path / "docs"), "--work", str(tmp_path / "work"))
+                     "--slides", "20", "--cells", "400", "--pages", "10", "--no-placeholders", "--out", str(tmp_path / "docs"), "--work", str(tmp_path / "work"))
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     report = (tmp_path / "docs" / "benchmarks.md").read_text("utf-8")
     assert "## Documents" in report and "peak RSS" in report and "8 files" in report
     data = json.loads((tmp_path / "docs" / "benchmarks.json").read_text("utf-8"))["documents"]
     assert data["folder"]["failed"] == 0 and data["folder"]["peak_rss_mb"] > 50 and data["small_vs_large"]["ratio"]
-    assert [r["file"] for r in data["large"]] == ["2-slide deck", "20-slide deck", "40-cell sheet", "400-cell sheet"]
+    assert [r["file"] for r in data["large"]] == ["2-slide deck", "20-slide deck", "40-cell sheet", "400-cell sheet",
+                                                 "1-page PDF", "10-page PDF"]
     assert all(r["peak_rss_mb"] > 50 and r["sentences"] > 0 for r in data["large"])
     assert "| 20-slide deck |" in report and "| 400-cell sheet |" in report
 

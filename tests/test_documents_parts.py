@@ -105,14 +105,14 @@ def test_output_names():
 
 
 def test_discover_passes_over_hidden_unknown_and_earlier_outputs(tmp_path):
-    for name in ("a.txt", "b.MD", "c.zh-Hans.txt", ".hidden.txt", "d.pdf", "sub/e.srt"):
+    for name in ("a.txt", "b.MD", "c.zh-Hans.txt", ".hidden.txt", "d.exe", "sub/e.srt"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("Hello.\n", "utf-8")
     flat = discover([tmp_path], JobOptions(), "zh-Hans")
     assert sorted(p.input.name for p in flat) == ["a.txt", "b.MD"]
     deep = discover([tmp_path], JobOptions(recursive=True), "zh-Hans")
     assert sorted(p.input.name for p in deep) == ["a.txt", "b.MD", "e.srt"]
-    named = discover([tmp_path / "d.pdf"], JobOptions(), "zh-Hans")
+    named = discover([tmp_path / "d.exe"], JobOptions(), "zh-Hans")
     assert named[0].status == "skipped" and "unsupported" in named[0].message
     from edge_translator.core.errors import InputError
 
@@ -177,6 +177,10 @@ def _two_segment_file(tmp_path: Path, name: str) -> Path:
         for title in ("The cat sleeps.", "The dog runs."):
             deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
         deck.save(path)
+    elif name == "pdf":
+        from .test_doc_pdf import _pdf
+
+        _pdf(path, pages=2)
     elif name == "odf":
         from .test_doc_opendoc import _odt
 

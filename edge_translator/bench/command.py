@@ -87,6 +87,8 @@ def add_parsers(sub) -> None:
                     help="slides of the large deck, measured beside one a tenth its size (default 300)")
     bd.add_argument("--cells", type=int, default=50_000,
                     help="cells of the large sheet, measured beside one a tenth its size (default 50000)")
+    bd.add_argument("--pages", type=int, default=500,
+                    help="pages of the large PDF, measured beside one a tenth its size (default 500)")
     bd.add_argument("--work", default="work/bench-docs", help="where the generated documents go")
     bd.add_argument("--out", default="docs", help="directory of benchmarks.md and .json (other sections are kept)")
     bd.add_argument("--no-placeholders", action="store_true", help="skip the glossary placeholder measurement")
@@ -315,15 +317,17 @@ def cmd_bench_docs(args: argparse.Namespace) -> int:
     command = "edge-translator bench-docs" + "".join(
         f" {flag} {value}" for flag, value in (("--mb", args.mb), ("--files", args.files),
                                                ("--rounds", args.rounds), ("--slides", args.slides),
-                                               ("--cells", args.cells)))
+                                               ("--cells", args.cells), ("--pages", args.pages)))
     from ..core.errors import InputError
 
     if args.slides < 10:
         raise InputError(f"--slides must be at least 10, not {args.slides}")
     if args.cells < 40:
         raise InputError(f"--cells must be at least 40, not {args.cells}")
+    if args.pages < 10:
+        raise InputError(f"--pages must be at least 10, not {args.pages}")
     data = run(args.model, Path(args.work), Path(args.out), args.mb, args.files, args.sentences, args.rounds,
-               args.threads, command, not args.no_placeholders, args.slides, args.cells)
+               args.threads, command, not args.no_placeholders, args.slides, args.cells, args.pages)
     s, b = data["small_vs_large"], data["folder"]
     print(f"{s['files']} files {s['many_rate']}/s, one file {s['one_rate']}/s: {s['ratio']}x; "
           f"{b['megabytes']} MB folder: {b['seconds']} s, peak RSS {b['peak_rss_mb']} MB")

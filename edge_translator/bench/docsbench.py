@@ -11,7 +11,7 @@ Two measurements, on the embedded demo model and the demo's own test sentences:
   journal: this run measures memory and the formats' cost, not decoding speed.
 - **Large office files**, each alone in a child process, at two sizes a tenth apart (a
   30- and a 300-slide deck; a 5,000- and a 50,000-cell sheet, its strings shared as Excel
-  writes them): time and peak RSS, so the growth with the file is seen.
+  writes them; a 50- and a 500-page PDF): time and peak RSS, so the growth with the file is seen.
 """
 
 from __future__ import annotations
@@ -190,6 +190,31 @@ def write_sheet(path: Path, sentences: list[str], cells: int) -> None:
             archive.writestr(name, '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n' + text)
 
 
+def write_pdf(path: Path, sentences: list[str], pages: int) -> None:
+    """A PDF of ``pages`` A4 pages: a running header, a title, two paragraphs and a page number each."""
+    import textwrap
+
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    sheet = canvas.Canvas(str(path), pagesize=A4)
+    for number in range(1, pages + 1):
+        picked = [sentences[(7 * number + k) % len(sentences)] for k in range(7)]
+        sheet.setFont("Helvetica", 9)
+        sheet.drawString(72, 800, "Edge translator benchmark report")
+        sheet.drawString(290, 30, str(number))
+        sheet.setFont("Helvetica-Bold", 15)
+        sheet.drawString(72, 750, picked[0])
+        sheet.setFont("Helvetica", 11)
+        for top, part in ((700, picked[1:4]), (560, picked[4:7])):
+            text = sheet.beginText(72, top)
+            for line in textwrap.wrap(" ".join(part), 85):
+                text.textLine(line)
+            sheet.drawText(text)
+        sheet.showPage()
+    sheet.save()
+
+
 def _docs_child(model: str | None, inputs: Path, out: Path, *extra: str) -> tuple[dict, float, float]:
     """Run `edge-translator docs` in a child: its JSON summary, seconds and peak RSS in MB
     (the child's own, from ``wait4``, whatever ran before it)."""
@@ -216,11 +241,12 @@ def _docs_child(model: str | None, inputs: Path, out: Path, *extra: str) -> tupl
 
 
 def large_files(model: str | None, work: Path, sentences: list[str], slides_max: int = 300,
-                cells_max: int = 50_000) -> list[dict]:
+                cells_max: int = 50_000, pages_max: int = 500) -> list[dict]:
     """Each large office file alone, at two sizes a tenth apart."""
     rows = []
     files = [(f"{n}-slide deck", f"deck-{n}.pptx", write_deck, n) for n in (slides_max // 10, slides_max)]
     files += [(f"{n:,}-cell sheet", f"sheet-{n}.xlsx", write_sheet, n) for n in (cells_max // 10, cells_max)]
+    files += [(f"{n}-page PDF", f"report-{n}.pdf", write_pdf, n) for n in (pages_max // 10, pages_max)]
     for label, name, make, size in files:
         path = work / "large" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,13 +286,13 @@ def placeholders(model: str | None, threads: int | None) -> str:
 
 def run(model: str | None, work: Path, out_dir: Path, megabytes: float, files: int, sentences_n: int,
         rounds: int, threads: int | None, command: str, with_placeholders: bool = True, slides: int = 300,
-        cells: int = 50_000) -> dict:
+        cells: int = 50_000, pages: int = 500) -> dict:
     """Both measurements; the section is written into ``out_dir``'s benchmarks.md/.json."""
     work.mkdir(parents=True, exist_ok=True)
     sentences = test_sentences()
     data = {"command": command, "machine": machine_info(),
             "small_vs_large": small_vs_large(model, work, sentences[:sentences_n], files, rounds, threads),
-            "large": large_files(model, work, sentences, slides, cells),
+            "large": large_files(model, work, sentences, slides, cells, pages),
             "folder": big_folder(model, work, sentences, megabytes),
             "placeholders": placeholders(model, threads) if with_placeholders else None}
     update_section(out_dir, "documents", data, "## Documents", render_documents_section(data))

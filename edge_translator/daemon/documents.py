@@ -194,6 +194,9 @@ class DocumentStore:
             raise HTTPError(413, f"the file is {len(data)} bytes; the limit is {self.limits.max_file_size} bytes")
         if info.package is not None:
             check_zip(data, name, info, self.limits.max_unpacked)
+        elif info.magic is not None:
+            if info.magic not in data[:1024]:
+                raise HTTPError(400, f"the file {name} is not a {info.name.upper()} file (it does not start as one)")
         else:
             check_text(data, name)
         stem = name[:-len(suffix)] if suffix else name

@@ -30,7 +30,7 @@ _TYPES = {".txt": "text/plain; charset=utf-8", ".md": "text/markdown; charset=ut
           ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
           ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
           ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-          ".epub": "application/epub+zip", ".odt": "application/vnd.oasis.opendocument.text",
+          ".epub": "application/epub+zip", ".pdf": "application/pdf", ".odt": "application/vnd.oasis.opendocument.text",
           ".odp": "application/vnd.oasis.opendocument.presentation",
           ".ods": "application/vnd.oasis.opendocument.spreadsheet"}
 

@@ -1,7 +1,8 @@
 """Batch translation of documents: formats in and out, the resumable job, memory and glossary.
 
 Each format lives in its own module behind one interface (:mod:`.base`); :func:`formats`
-maps a file suffix to it. The formats' libraries (python-docx, python-pptx, markdown-it-py; lxml for .xlsx) come with
+maps a file suffix to it. The formats' libraries (python-docx, python-pptx, markdown-it-py; lxml for .xlsx;
+pikepdf, pdfminer.six and reportlab for PDF in the extra ``pdf``) come with
 the extra ``docs`` and are imported only when a file of that kind is opened.
 """
 
@@ -21,6 +22,7 @@ FORMATS = (
     FormatInfo("xlsx", (".xlsx", ".xlsm"), "sheets", "docs", ("Excel .xlsx file", "xl/workbook.xml")),
     FormatInfo("odf", (".odt", ".odp", ".ods"), "opendoc", "docs", ("OpenDocument file", "content.xml")),
     FormatInfo("epub", (".epub",), "epub", "docs", ("EPUB file", "META-INF/container.xml")),
+    FormatInfo("pdf", (".pdf",), "pdf", "pdf", magic=b"%PDF-"),
     FormatInfo("csv", (".csv",), "table"),
     FormatInfo("tsv", (".tsv", ".tab"), "table"),
 )

@@ -120,3 +120,5 @@ class FormatInfo:
     package: tuple[str, str] | None = None
     """For a zip-packaged format: what it is called and a part every file of it has
     (checked by :func:`.package.check_package` before anything parses it)."""
+    magic: bytes | None = None
+    """For another binary format: bytes its first kilobyte holds (``%PDF-``)."""

@@ -456,6 +456,6 @@ class DocumentJob:
             temp.unlink(missing_ok=True)
             raise
         self.journal.written(plan.key)
-        plan.warnings = self.journal.warnings(plan.key)
+        plan.warnings = self.journal.warnings(plan.key) + list(getattr(plan.document, "notes", ()))
         plan.status, plan.message, plan.document = "done", str(plan.output), None
         self._progress.finished(plan)
