@@ -222,3 +222,25 @@ def test_without_a_cjk_font_the_error_says_what_to_install(tmp_path, monkeypatch
     monkeypatch.setattr(pdf, "_FONT", "EdgeTranslatorCJKMissing")
     with pytest.raises(InputError, match="fonts-wqy-microhei"):
         _write(_pdf(tmp_path / "r.pdf", pages=1), identity)
+
+
+def test_pdf_output_writes_an_editable_markdown_or_word_file(tmp_path):
+    import docx
+
+    path = _pdf(tmp_path / "report.pdf", pages=4)
+    result = run_cli("docs", str(path), "-o", str(tmp_path / "md"), "--no-tm", "--json", "--pdf-output", "md")
+    assert result.returncode == 0, result.stderr.decode()
+    [report] = json.loads(result.stdout)["files"]
+    assert report["output"].endswith("report.zh-Hans.md")
+    text = (tmp_path / "md" / "report.zh-Hans.md").read_text("utf-8")
+    blocks = text.split("\n\n")
+    assert blocks[0].startswith("*") and blocks[0].endswith("*")  # the running header, once, at the top
+    assert text.count("\n---\n") == 3 and sum(b.startswith("#") for b in blocks) == 4  # a title a page
+    assert not any(b.strip().isdigit() for b in blocks) and "garden" not in text  # no page numbers, no English
+    result = run_cli("docs", str(path), "-o", str(tmp_path / "docx"), "--no-tm", "--quiet", "--pdf-output", "docx")
+    assert result.returncode == 0, result.stderr.decode()
+    document = docx.Document(tmp_path / "docx" / "report.zh-Hans.docx")
+    headings = [p for p in document.paragraphs if p.style.name.startswith("Heading")]
+    assert len(headings) == 4 and document.sections[0].header.paragraphs[0].text
+    breaks = sum(1 for p in document.paragraphs for r in p.runs if 'w:br w:type="page"' in r._r.xml)
+    assert breaks == 3

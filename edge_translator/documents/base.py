@@ -71,6 +71,8 @@ class FormatOptions:
     """CSV/TSV and xlsx: the columns to translate, by header name or 1-based number (xlsx: or letter)."""
     sheets: tuple[str, ...] = ()
     """xlsx: the sheets to translate, by name or 1-based number; all when empty."""
+    pdf_output: str = "pdf"
+    """PDF: what the translation is written as: ``pdf`` (in place), ``docx`` or ``md``."""
 
 
 class Document(Protocol):

@@ -99,7 +99,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     options = JobOptions(
         output_dir=Path(args.output) if args.output else None, recursive=args.recursive, force=args.force,
         translate=TranslateOptions(target=args.target, beam_size=args.beam, shortlist=not args.no_shortlist),
-        format=FormatOptions(columns=columns, sheets=sheets), jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
+        format=FormatOptions(columns=columns, sheets=sheets, pdf_output=args.pdf_output), jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
     glossary, digest = None, ""
     if args.glossary:
         path = Path(args.glossary)
@@ -221,6 +221,9 @@ def add_parsers(sub) -> None:
                       "in xlsx the header row is then kept")
     docs.add_argument("--sheets", action="append", metavar="NAME[,NAME...]",
                       help="xlsx sheets to translate, by name or 1-based number (default: all)")
+    docs.add_argument("--pdf-output", choices=("pdf", "docx", "md"), default="pdf",
+                      help="write a PDF's translation as a PDF (in place, the default), or as an editable "
+                      ".docx or Markdown file")
     docs.add_argument("--jobs-dir", metavar="DIR", help="keep the job journal here instead of the output folder")
     docs.add_argument("--force", action="store_true", help="overwrite outputs that exist")
     docs.add_argument("--quiet", action="store_true", help="no progress bar and no summary; failures only")

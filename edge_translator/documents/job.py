@@ -133,6 +133,7 @@ class DocumentJob:
             "max_length": self.options.translate.max_length, "guard": self.options.translate.repetition_guard,
             "glossary": glossary_digest, "columns": list(self.options.format.columns),
             **({"sheets": list(self.options.format.sheets)} if self.options.format.sheets else {}),
+            **({"pdf_output": self.options.format.pdf_output} if self.options.format.pdf_output != "pdf" else {}),
             **({} if self.options.translate.shortlist else {"shortlist": False}),
         }, sort_keys=True).encode()).hexdigest()[:16]
         self.journal: Journal | None = None

@@ -89,8 +89,9 @@ def cjk_font() -> str:
 class PdfDocument:
     """A PDF opened for translation; see the module docstring."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, output: str = "pdf"):
         self.path = Path(path)
+        self.output = output
         self.notes: list[str] = []
 
     def _clean(self) -> bytes:
@@ -183,6 +184,8 @@ class PdfDocument:
             drawn.append(row)
         if next(items, None) is not None:
             raise self._changed(f"only {count} blocks")
+        if self.output != "pdf":
+            return _editable(drawn, self.output, out)
         with pikepdf.open(io.BytesIO(data)) as pdf:
             sizes = [_size(page) for page in pdf.pages]
             overlay_pdf = pikepdf.open(io.BytesIO(_overlay(drawn, sizes)))
@@ -219,6 +222,47 @@ def _groups(box: Any, line_type: type, char_type: type) -> list[tuple]:
             out.append((min(ln.x0 for ln, _ in run), min(ln.y0 for ln, _ in run), max(ln.x1 for ln, _ in run),
                         max(ln.y1 for ln, _ in run), text, statistics.median(s for _, s in run)))
     return out
+
+
+def _editable(drawn: list[list[tuple[Block, str]]], kind: str, out: BinaryIO) -> None:
+    """The translation as an editable document: each block a paragraph, in reading order; a
+    block set larger than the body text a heading; the running header once, at the top;
+    the running footer and page numbers left out; a page break (Markdown: a rule) between pages."""
+    body = [b.size for row in drawn for b, _ in row if not b.running]
+    usual = statistics.median(body) if body else 10.0
+
+    def level(block: Block) -> int:
+        return 1 if block.size >= 1.5 * usual else 2 if block.size >= 1.2 * usual else 0
+
+    header = next((t for row in drawn for b, t in row if b.running
+                   and all(b.y0 >= other.y1 for other, _ in row if not other.running)), None)
+    pages = [[(b, t) for b, t in row if not b.running and any(ch.isalpha() for ch in b.text)] for row in drawn]
+    pages = [p for p in pages if p]
+    if kind == "md":
+        parts = [f"*{_md(header)}*\n\n"] if header else []
+        for number, row in enumerate(pages):
+            if number:
+                parts.append("---\n\n")
+            parts += [("#" * level(b) + " " if level(b) else "") + _md(t) + "\n\n" for b, t in row]
+        out.write("".join(parts).rstrip("\n").encode("utf-8") + b"\n")
+        return
+    docx = require("docx", "docs")
+    from docx.enum.text import WD_BREAK
+
+    document = docx.Document()
+    if header:
+        document.sections[0].header.paragraphs[0].text = header
+    for number, row in enumerate(pages):
+        for k, (block, text) in enumerate(row):
+            paragraph = document.add_heading(text, level(block)) if level(block) else document.add_paragraph(text)
+            if number and k == 0:
+                paragraph.insert_paragraph_before().add_run().add_break(WD_BREAK.PAGE)
+    document.save(out)
+
+
+def _md(text: str) -> str:
+    """Text as a Markdown paragraph that reads as itself (markup characters escaped)."""
+    return re.sub(r"([\\`*_{}\[\]<>#|])", r"\\\1", " ".join(text.split()))
 
 
 def _join(lines: list[str]) -> str:
@@ -333,7 +377,7 @@ class PdfFormat:
 
     def open(self, path: Path, options: FormatOptions) -> PdfDocument:
         """Open ``path``; reading happens in :meth:`PdfDocument.segments`."""
-        return PdfDocument(path)
+        return PdfDocument(path, options.pdf_output)
 
 
 FORMAT = PdfFormat()

@@ -105,14 +105,23 @@ class Summary:
         }
 
 
-def output_path(source: Path, root: Path | None, target: str, output_dir: Path | None) -> Path:
+def output_path(source: Path, root: Path | None, target: str, output_dir: Path | None,
+                suffix: str | None = None) -> Path:
     """Where the translation of ``source`` goes: beside it with ``.zh-Hans`` before the
-    suffix, or under ``output_dir`` with the tree below ``root`` mirrored."""
-    name = f"{source.stem}.{target}{source.suffix}"
+    suffix (or before ``suffix``, for a format written as another), or under ``output_dir``
+    with the tree below ``root`` mirrored."""
+    name = f"{source.stem}.{target}{suffix or source.suffix}"
     if output_dir is None:
         return source.with_name(name)
     relative = source.parent.relative_to(root) if root is not None else Path()
     return output_dir / relative / name
+
+
+def _written_as(info: FormatInfo | None, options: JobOptions) -> str | None:
+    """The output's suffix when it differs from the input's (a PDF written as .docx or .md)."""
+    if info is not None and info.name == "pdf" and options.format.pdf_output != "pdf":
+        return "." + options.format.pdf_output
+    return None
 
 
 def discover(inputs: Sequence[Path], options: JobOptions, target: str) -> list[FilePlan]:
@@ -138,10 +147,12 @@ def discover(inputs: Sequence[Path], options: JobOptions, target: str) -> list[F
                 info = format_for(path)
                 if info is None or Path(path.stem).suffix in _TARGET_SUFFIXES:
                     continue
-                plans.append(FilePlan(path, output_path(path, given, target, options.output_dir), info))
+                plans.append(FilePlan(path, output_path(path, given, target, options.output_dir,
+                                                         _written_as(info, options)), info))
         else:
             info = format_for(given)
-            plan = FilePlan(given, output_path(given, None, target, options.output_dir), info)
+            plan = FilePlan(given, output_path(given, None, target, options.output_dir, _written_as(info, options)),
+                            info)
             if info is None:
                 plan.status, plan.message = "skipped", f"unsupported file type {given.suffix or '(none)'!r}"
             plans.append(plan)
