@@ -18,6 +18,7 @@ from edge_translator.documents import pdf
 from edge_translator.documents.base import FormatOptions, Segment
 
 from .conftest import run_cli
+from .docfiles import fails_alone, write_with
 from .test_doc_slides import _put, _soffice
 from .test_doc_word import _png
 from .translations import fake, identity
@@ -61,10 +62,7 @@ def _open(path: Path):
 
 
 def _write(path: Path, translate) -> bytes:
-    doc = _open(path)
-    out = io.BytesIO()
-    doc.write((translate(seg) for seg in doc.segments()), out)
-    return out.getvalue()
+    return write_with(pdf.FORMAT, path, translate, FormatOptions())
 
 
 def _page_texts(data: bytes) -> list[str]:
@@ -194,17 +192,7 @@ def test_each_bad_pdf_is_one_line_naming_it_and_the_others_go_on(tmp_path, name)
     good = _pdf(tmp_path / "good.pdf", pages=1)
     make, words = BAD[name]
     bad = make(tmp_path / name)
-    digest = hashlib.sha256(bad.read_bytes()).hexdigest()
-    result = run_cli("docs", str(good), str(bad), "-o", str(tmp_path / "out"), "--no-tm", "--json")
-    assert result.returncode != 0
-    by_name = {Path(f["input"]).name: f for f in json.loads(result.stdout)["files"]}
-    assert by_name["good.pdf"]["status"] == "done"
-    failed = by_name[name]
-    assert failed["status"] == "failed" and words in failed["message"], failed
-    assert "\n" not in failed["message"] and "Traceback" not in result.stderr.decode()
-    outputs = sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith("."))
-    assert outputs == ["good.zh-Hans.pdf"]
-    assert hashlib.sha256(bad.read_bytes()).hexdigest() == digest
+    fails_alone(tmp_path, good, bad, words)
 
 
 def test_broken_cross_references_are_repaired_and_the_file_translates(tmp_path):

@@ -37,6 +37,13 @@ class DocumentError(InputError):
         super().__init__(f"{where}: {message}")
 
 
+def changed(path: Path | str, what: str) -> DocumentError:
+    """The error when a file no longer holds what it held when its segments were read:
+    ``what`` says what it has now ("more than 12 texts")."""
+    return DocumentError(path, f"the file changed while it was translated (it now has {what} to translate); "
+                               "translate it again")
+
+
 @dataclass(frozen=True)
 class Segment:
     """One piece of a document to translate: a paragraph, a cell, a cue group, ..."""

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from . import htmldoc, xmlstream
-from .base import DocumentError, FormatOptions, Segment, Translated
+from .base import DocumentError, FormatOptions, Segment, Translated, changed
 from .package import read_package, repack
 
 PACKAGE = ("EPUB file", "META-INF/container.xml")
@@ -214,8 +214,7 @@ class BookDocument:
             repack(archive, new, out, stored="mimetype")
 
     def _changed(self, what: str) -> DocumentError:
-        return DocumentError(self.path, f"the file changed while it was translated (it now has {what} to "
-                                        "translate); translate it again")
+        return changed(self.path, what)
 
 
 def _plain(tokens: list[str], a: int, b: int) -> str:

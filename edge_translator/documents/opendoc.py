@@ -34,7 +34,7 @@ from typing import BinaryIO
 
 from ..core import markup
 from . import htmldoc
-from .base import DocumentError, FormatOptions, Segment, Translated
+from .base import DocumentError, FormatOptions, Segment, Translated, changed
 from .package import read_package, repack
 
 #: The elements whose content is never translated (see the module docstring).
@@ -185,8 +185,7 @@ class OpenDocument:
             repack(archive, new, out, stored="mimetype")
 
     def _changed(self, what: str) -> DocumentError:
-        return DocumentError(self.path, f"the file changed while it was translated (it now has {what} to "
-                                        "translate); translate it again")
+        return changed(self.path, what)
 
 
 @dataclass(frozen=True)

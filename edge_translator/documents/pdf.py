@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 import pikepdf  # the format's library: importing this module says whether the extra "pdf" is installed
 
 from ..core.errors import require
-from .base import DocumentError, FormatOptions, Segment, Translated
+from .base import DocumentError, FormatOptions, Segment, Translated, changed
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +198,7 @@ class PdfDocument:
             pdf.save(out)
 
     def _changed(self, what: str) -> DocumentError:
-        return DocumentError(self.path, f"the file changed while it was translated (it now has {what} to "
-                                        "translate); translate it again")
+        return changed(self.path, what)
 
 
 def _groups(box: Any, line_type: type, char_type: type) -> list[tuple]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from . import richtext, xmlstream
-from .base import DocumentError, FormatOptions, Segment, Translated
+from .base import DocumentError, FormatOptions, Segment, Translated, changed
 from .package import read_package, repack
 
 PACKAGE = ("Excel .xlsx file", "xl/workbook.xml")
@@ -388,8 +388,7 @@ class WorkbookDocument:
             repack(archive, parts, out)
 
     def _changed(self, what: str) -> DocumentError:
-        return DocumentError(self.path, f"the file changed while it was translated (it now has {what} to "
-                                        "translate); translate it again")
+        return changed(self.path, what)
 
 
 @dataclass

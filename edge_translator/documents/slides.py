@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 
 from ..core.errors import require
 from . import richtext
-from .base import DocumentError, FormatOptions, Segment, Translated
+from .base import DocumentError, FormatOptions, Segment, Translated, changed
 from .package import read_package
 
 _P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
@@ -126,8 +126,7 @@ class PresentationDocument:
         deck.save(out)
 
     def _changed(self, what: str) -> DocumentError:
-        return DocumentError(self.path, f"the file changed while it was translated (it now has {what} to "
-                                        "translate); translate it again")
+        return changed(self.path, what)
 
 
 def _broken_part(data: bytes) -> str | None:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..core.errors import require
-from .base import DocumentError, FormatOptions, Segment, Span, Translated
+from .base import DocumentError, FormatOptions, Segment, Span, Translated, changed
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -502,8 +502,7 @@ class WordDocument:
         doc.save(out)
 
     def _changed(self, what: str) -> DocumentError:
-        return DocumentError(self.path, f"the file changed while it was translated (it now has "
-                                        f"{what} to translate); translate it again")
+        return changed(self.path, what)
 
     def _load(self) -> Any:
         docx = require("docx", _DOCX_EXTRA)
