@@ -192,6 +192,25 @@ class TranslationMemory:
         for row in self._db().execute(query + " ORDER BY created", args):
             yield MemoryEntry(*row)
 
+    def copy_to(self, path: str | Path, model: str, target: str) -> int:
+        """Write the entries a job of ``model`` into ``target`` can use (its own and the
+        imported ones) to a new memory file at ``path``: the snapshot each worker of a
+        cluster job reads. Returns how many were copied."""
+        TranslationMemory(path).close()  # creates the file with the schema
+        db = self._db()
+        db.execute("ATTACH DATABASE ? AS snapshot", (str(path),))
+        try:
+            count = db.execute("INSERT OR REPLACE INTO snapshot.entries SELECT * FROM entries "
+                               "WHERE target = ? AND model IN (?, ?)", (target, model, IMPORTED)).rowcount
+        finally:
+            db.execute("DETACH DATABASE snapshot")
+        single = sqlite3.connect(path, isolation_level=None)
+        try:  # one self-contained file, so its bytes alone can be sent to a worker
+            single.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            single.close()
+        return count
+
     def stats(self) -> MemoryStats:
         """Counts of what is stored."""
         db = self._db()

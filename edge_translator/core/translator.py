@@ -181,8 +181,7 @@ class Translator:
         self.model = self.engine.model
         self.tokenizer = tokenizer
         self.cache: TranslationCache | None = LRUCache() if cache is _DEFAULT_CACHE else cache
-        files = bundle.manifest.get("files", {})
-        self.model_id = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+        self.model_id = model_identity(bundle)
         """The bundle's identity, from its files' checksums (part of every cache key)."""
 
     @classmethod
@@ -342,6 +341,13 @@ class Translator:
 
     def __exit__(self, *exc) -> None:
         self.close(cancel=exc[0] is not None)
+
+
+def model_identity(bundle: Bundle) -> str:
+    """A bundle's identity: a digest of its files' checksums, known without loading it (the
+    ``model`` of cache keys, and the checksum a corpus job writes on every row)."""
+    files = bundle.manifest.get("files", {})
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _spans(segments: list[Segment]) -> list[tuple[int, int]]:

@@ -86,25 +86,42 @@ def _memory(args: argparse.Namespace):
     return TranslationMemory(args.tm)
 
 
-def cmd_docs(args: argparse.Namespace) -> int:
-    """Translate documents and folders; print a summary (or JSON)."""
-    from ..core.translator import TranslateOptions, Translator
+def job_options(args: argparse.Namespace):
+    """The :class:`~.plan.JobOptions` that ``docs``'s arguments ask for."""
+    from ..core.translator import TranslateOptions
     from .base import FormatOptions
-    from .glossary import Glossary
-    from .job import DocumentJob, JobOptions
-    from .journal import JobCache
+    from .plan import JobOptions
 
     columns = tuple(c.strip() for spec in args.columns or () for c in spec.split(",") if c.strip())
     sheets = tuple(s.strip() for spec in args.sheets or () for s in spec.split(",") if s.strip())
-    options = JobOptions(
+    return JobOptions(
         output_dir=Path(args.output) if args.output else None, recursive=args.recursive, force=args.force,
         translate=TranslateOptions(target=args.target, beam_size=args.beam, shortlist=not args.no_shortlist),
-        format=FormatOptions(columns=columns, sheets=sheets, pdf_output=args.pdf_output), jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
+        format=FormatOptions(columns=columns, sheets=sheets, pdf_output=args.pdf_output),
+        jobs_dir=Path(args.jobs_dir) if args.jobs_dir else None)
+
+
+def glossary_file(args: argparse.Namespace) -> Path | None:
+    """``--glossary``'s file, checked to exist."""
+    if not args.glossary:
+        return None
+    path = Path(args.glossary)
+    if not path.is_file():
+        raise InputError(f"--glossary {path} does not exist; give a TSV of terms (see docs/documents.md#glossary)")
+    return path
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Translate documents and folders; print a summary (or JSON)."""
+    from ..core.translator import Translator
+    from .glossary import Glossary
+    from .job import DocumentJob
+    from .journal import JobCache
+
+    options = job_options(args)
     glossary, digest = None, ""
-    if args.glossary:
-        path = Path(args.glossary)
-        if not path.is_file():
-            raise InputError(f"--glossary {path} does not exist; give a TSV of terms (see docs/documents.md#glossary)")
+    path = glossary_file(args)
+    if path is not None:
         glossary = Glossary.load(path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     memory = None if args.no_tm else _memory(args)
@@ -137,11 +154,11 @@ def cmd_docs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary.as_dict(), ensure_ascii=False, indent=2))
     elif not args.quiet:
-        print(_summary_text(summary))
+        print(summary_text(summary))
     return EXIT_SOME_FAILED if summary.count("failed") else 0
 
 
-def _summary_text(summary) -> str:
+def summary_text(summary) -> str:
     rate = summary.sentences / summary.seconds if summary.seconds > 0 else 0.0
     lines = [f"{len(summary.files)} files: {summary.count('done')} done, {summary.count('up to date')} up to date, "
              f"{summary.count('skipped')} skipped, {summary.count('failed')} failed",

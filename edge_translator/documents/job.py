@@ -81,7 +81,8 @@ class _Item:
     mark_masked: list
     sentences: frozenset[str]
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -89,7 +90,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def file_stamp(path: Path) -> tuple[int, int]:
+    """Size and modification time: what tells that a file changed while it was translated."""
     st = path.stat()
     return st.st_size, st.st_mtime_ns
 
@@ -100,6 +102,19 @@ def _needs_translation(text: str) -> bool:
 
 def _normalized(text: str) -> str:
     return " ".join(text.split())
+
+
+def job_settings(model_id: str, target: str, options: JobOptions, glossary_digest: str = "") -> str:
+    """The digest of everything that changes a job's outputs: a file done with other
+    settings is done again."""
+    return hashlib.sha256(json.dumps({
+        "model": model_id, "target": target, "beam": options.translate.beam_size,
+        "max_length": options.translate.max_length, "guard": options.translate.repetition_guard,
+        "glossary": glossary_digest, "columns": list(options.format.columns),
+        **({"sheets": list(options.format.sheets)} if options.format.sheets else {}),
+        **({"pdf_output": options.format.pdf_output} if options.format.pdf_output != "pdf" else {}),
+        **({} if options.translate.shortlist else {"shortlist": False}),
+    }, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class DocumentJob:
@@ -128,14 +143,7 @@ class DocumentJob:
             glossary = Glossary.empty()
         self.glossary = glossary
         self.target = self.options.translate.target or translator.bundle.default_target
-        self.settings = hashlib.sha256(json.dumps({
-            "model": translator.model_id, "target": self.target, "beam": self.options.translate.beam_size,
-            "max_length": self.options.translate.max_length, "guard": self.options.translate.repetition_guard,
-            "glossary": glossary_digest, "columns": list(self.options.format.columns),
-            **({"sheets": list(self.options.format.sheets)} if self.options.format.sheets else {}),
-            **({"pdf_output": self.options.format.pdf_output} if self.options.format.pdf_output != "pdf" else {}),
-            **({} if self.options.translate.shortlist else {"shortlist": False}),
-        }, sort_keys=True).encode()).hexdigest()[:16]
+        self.settings = job_settings(translator.model_id, self.target, self.options, glossary_digest)
         self.journal: Journal | None = None
         self._progress: Progress = NoProgress()
         self._cancelled = threading.Event()
@@ -205,7 +213,7 @@ class DocumentJob:
         for stale in plan.output.parent.glob(f".{plan.output.name}.*{_TEMP_SUFFIX}"):
             stale.unlink(missing_ok=True)  # a write that a killed run left half done
         try:
-            plan.sha256, plan.stamp = _sha256(plan.input), _stamp(plan.input)
+            plan.sha256, plan.stamp = file_sha256(plan.input), file_stamp(plan.input)
         except OSError as exc:
             return self._fail(plan, f"cannot read it ({exc.strerror})")
         record = self.journal.record(plan.key)
@@ -435,7 +443,7 @@ class DocumentJob:
             return
         assert self.journal is not None
         try:
-            if _stamp(plan.input) != plan.stamp:
+            if file_stamp(plan.input) != plan.stamp:
                 return self._fail(plan, "it changed while it was translated; run the job again")
         except OSError as exc:
             return self._fail(plan, f"cannot read it ({exc.strerror})")
