@@ -74,7 +74,7 @@ fi
 declare -A LIMITS_MB=([edge-translator]=${MAX_CLI_MB:-46} [edge-translator-gui]=${MAX_GUI_MB:-100})
 
 # Module names (dotted, in the PYZ) or file paths (slashed) of what must stay out.
-FORBIDDEN='^(torch|transformers|onnx|edge_translator[./](toolchain|bench))([./]|$)|^libtorch'
+FORBIDDEN='^(torch|transformers|onnx|ray|pyarrow|edge_translator[./](toolchain|bench))([./]|$)|^libtorch|^libarrow'
 
 check() {  # check APP: list every archive inside APP and fail on a forbidden entry
     local app=$1 listing found

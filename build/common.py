@@ -11,9 +11,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-#: Never in an app: the export toolchain and what it needs, and the benchmarks (which need
-#: the toolchain). build.sh fails if any is inside.
-FORBIDDEN = ["torch", "transformers", "onnx", "edge_translator.toolchain", "edge_translator.bench"]
+#: Never in an app: the export toolchain and what it needs, the benchmarks (which need
+#: the toolchain), and Ray with pyarrow (a cluster job runs from the Python package: the
+#: extra "ray"). build.sh fails if any is inside.
+FORBIDDEN = ["torch", "transformers", "onnx", "edge_translator.toolchain", "edge_translator.bench", "ray", "pyarrow"]
 
 #: Left out of both apps because nothing they run imports it. Each group says why.
 EXCLUDES = FORBIDDEN + [

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run the frozen apps once each: the CLI's --version, translate, serve and docs (Markdown and
-# a workbook), and the GUI
+# Run the frozen apps once each: the CLI's --version, translate, serve, docs (Markdown and
+# a workbook) and corpus, and the GUI
 # offscreen. Usage: build/smoke.sh [DIST]  (default dist/ of this checkout; a one-folder
 # build's DIST/NAME/NAME is found too). Exits non-zero if any check fails.
 set -uo pipefail
@@ -100,6 +100,15 @@ if out=$("$CLI" docs "$TMP/prices.xlsx" 2>&1) && [[ -f $TMP/prices.zh-Hans.xlsx 
     && python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read("xl/worksheets/sheet1.xml").decode())' \
         "$TMP/prices.zh-Hans.xlsx" | has_cjk; then pass "docs: prices.xlsx"
 else fail "docs xlsx: $out"; fi
+
+# 4c. corpus on a small JSON Lines file; --ray names the extra (Ray is never in the app)
+printf '{"id": 1, "text": "Where is the bank?"}\n{"id": 2, "text": null}\n' >"$TMP/rows.jsonl"
+if out=$("$CLI" corpus "$TMP/rows.jsonl" "$TMP/rows.zh.jsonl" --quiet 2>&1) && has_cjk <"$TMP/rows.zh.jsonl" \
+    && [[ $(wc -l <"$TMP/rows.zh.jsonl") == 2 ]]; then pass "corpus: $(head -1 "$TMP/rows.zh.jsonl")"
+else fail "corpus: $out"; fi
+out=$("$CLI" corpus "$TMP/rows.jsonl" "$TMP/ray" --ray 2>&1); rc=$?
+if [[ $rc == 6 && $out == *"edge-translator[ray]"* && $(wc -l <<<"$out") == 1 ]]; then pass "corpus --ray: $out"
+else fail "corpus --ray: exit $rc: $out"; fi
 
 # 5. the GUI offscreen: --self-test types a sentence into the window, waits for the
 # translation, prints it and quits (exit 0 only if it is Chinese)

@@ -70,6 +70,7 @@ _LAYERS = (
     ("edge_translator.store.command", "the model store", "convert", ("models",)),
     ("edge_translator.daemon.command", "the server", "serve", ("serve",)),
     ("edge_translator.documents.command", "the document translator", "docs", ("docs", "tm")),
+    ("edge_translator.scaleout.command", "the corpus translator", "ray", ("corpus", "bench-corpus")),
     ("edge_translator.gui.command", "the desktop app", "gui", ("gui",)),
     ("edge_translator.bench.command", "the benchmarks", "bench",
      ("bench", "bench-serve", "bench-docs", "bench-load", "bench-soak", "bench-request", "bench-models")),
