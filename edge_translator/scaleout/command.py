@@ -37,21 +37,15 @@ def _quiet_logs(args: argparse.Namespace) -> None:
 
 def cmd_corpus(args: argparse.Namespace) -> int:
     """Translate a column of a corpus file or folder; print a summary (or JSON)."""
-    from ..core.bundle import load_bundle
     from ..core.cache import ChainedCache, LRUCache
     from ..core.memory import TranslationMemory
-    from ..core.translator import TranslateOptions, Translator, model_identity, resolve_model
+    from ..core.translator import TranslateOptions, Translator
     from .corpus import CorpusJob, CorpusOptions, LocalRunner
     from .corpusio import Columns
 
     translate = TranslateOptions(target=args.target, beam_size=args.beam, shortlist=not args.no_shortlist)
     options = CorpusOptions(Columns(args.column, args.output_column), translate, args.block_rows, args.force)
-    bundle = load_bundle(resolve_model(args.model))
-    target = args.target or bundle.default_target
-    if target not in bundle.targets:
-        raise ValueError(f"--target {target} is not offered by this model; choose one of "
-                         f"{', '.join(sorted(bundle.targets))}")
-    model_id = model_identity(bundle)
+    model_id, target = _model(args)
     memory = None if args.no_tm else TranslationMemory(args.tm)
     _quiet_logs(args)
     progress = _progress(args)
@@ -86,6 +80,19 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     return EXIT_SOME_FAILED if summary.count("failed") else 0
 
 
+def _model(args: argparse.Namespace) -> tuple[str, str]:
+    """The checksum of ``--model`` and the target in effect, read from its manifest alone."""
+    from ..core.bundle import load_bundle
+    from ..core.translator import model_identity, resolve_model
+
+    bundle = load_bundle(resolve_model(args.model))
+    target = args.target or bundle.default_target
+    if target not in bundle.targets:
+        raise ValueError(f"--target {target} is not offered by this model; choose one of "
+                         f"{', '.join(sorted(bundle.targets))}")
+    return model_identity(bundle), target
+
+
 def _snapshot(memory, model_id: str, target: str) -> bytes | None:
     with tempfile.TemporaryDirectory(prefix="edge-corpus-") as folder:
         path = Path(folder) / "snapshot.sqlite"
@@ -100,9 +107,7 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
         return local(args)
     import hashlib
 
-    from ..core.bundle import load_bundle
     from ..core.memory import TranslationMemory
-    from ..core.translator import model_identity, resolve_model
     from ..documents.command import glossary_file, job_options, summary_text
     from .raydocs import RayDocuments
 
@@ -110,12 +115,7 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
     options = job_options(args)
     glossary = glossary_file(args)
     digest = hashlib.sha256(glossary.read_bytes()).hexdigest()[:16] if glossary is not None else ""
-    bundle = load_bundle(resolve_model(args.model))
-    target = args.target or bundle.default_target
-    if target not in bundle.targets:
-        raise ValueError(f"--target {target} is not offered by this model; choose one of "
-                         f"{', '.join(sorted(bundle.targets))}")
-    model_id = model_identity(bundle)
+    model_id, target = _model(args)
     snapshot = None
     if not args.no_tm:
         with TranslationMemory(args.tm) as memory:

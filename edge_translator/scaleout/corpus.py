@@ -24,7 +24,7 @@ from typing import Protocol
 from ..core.cache import CachedTranslation, CacheKey
 from ..core.errors import EdgeTranslatorError, InputError
 from ..core.translator import TranslateOptions, Translator
-from ..documents.job import file_sha256, file_stamp
+from ..documents.job import NoProgress, Progress, file_sha256, file_stamp
 from .blocks import BlockCounts, BlockTranslator, Row
 from .corpusio import KINDS, Columns, CorpusError, kind_of, read_texts, write_with
 from .state import CorpusState
@@ -148,27 +148,6 @@ class LocalRunner:
         return BlockResult(block.key, block.index, rows, counts)
 
 
-class Progress(Protocol):
-    def start(self, files: int, sentences: int) -> None: ...
-    def advance(self, sentences: int, plan=None) -> None: ...
-    def finished(self, plan) -> None: ...
-    def message(self, text: str) -> None: ...
-
-
-class _Quiet:
-    def start(self, files: int, sentences: int) -> None:
-        pass
-
-    def advance(self, sentences: int, plan=None) -> None:
-        pass
-
-    def finished(self, plan) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
-
-
 def settings_of(model_id: str, options: CorpusOptions, target: str) -> str:
     """The digest of everything that changes a job's output: another one redoes the files."""
     t = options.translate
@@ -238,7 +217,7 @@ class CorpusJob:
         self.files, state_folder = plan_files(Path(source), Path(out))
         self.state = CorpusState(state_folder)
         self.memory = memory
-        self._progress: Progress = _Quiet()
+        self._progress: Progress = NoProgress()
 
     def scan(self) -> list[CorpusFile]:
         """Check each file whole and find its committed blocks; the files to do."""
@@ -301,7 +280,7 @@ class CorpusJob:
         A file that cannot be read is failed and the others go on; a failure of the
         runner (the model, the cluster) stops the job, and what was committed stays.
         """
-        self._progress = progress or _Quiet()
+        self._progress = progress or NoProgress()
         started = time.perf_counter()
         todo = self.scan()
         by_key = {p.key: p for p in todo}
