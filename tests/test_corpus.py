@@ -271,3 +271,56 @@ def test_reading_streams_and_the_writer_refuses_a_short_result(tmp_path):
         write_with(source, tmp_path / "o.csv", Columns(), [("一。", -0.1)], "m")
     with pytest.raises(CorpusError, match="fewer rows"):
         write_with(source, tmp_path / "o.csv", Columns(), [("一", -0.1)] * 4, "m")
+
+
+def test_lost_and_damaged_blocks_are_redone_and_a_damaged_state_is_one_line(tmp_path, env):
+    from edge_translator.core.translator import Translator
+    from edge_translator.scaleout.corpus import CorpusJob, CorpusOptions, LocalRunner
+
+    source = tmp_path / "a.jsonl"
+    write(source, texts(30))
+    options = CorpusOptions(block_rows=10)
+
+    class FirstBlockOnly(LocalRunner):  # a runner that loses all but the first block
+        def run(self, blocks):
+            return super().run(b for b in blocks if b.index == 0)
+
+    with Translator.load(threads=2) as translator:
+        clean = CorpusJob(source, tmp_path / "clean.jsonl", translator.model_id, "zh-Hans", options)
+        clean.run(LocalRunner(translator, options))
+
+        def run(runner_class):
+            job = CorpusJob(source, tmp_path / "out.jsonl", translator.model_id, "zh-Hans", options)
+            return job.run(runner_class(translator, options)).files[0]
+
+        lost = run(FirstBlockOnly)
+        assert lost.status == "failed" and "2 of its 3 blocks were not translated" in lost.message
+        assert not (tmp_path / "out.jsonl").exists()
+        (block,) = (tmp_path / ".out.jsonl.edge-corpus").glob("*/000000.json")
+        block.write_bytes(b'[["torn')
+        damaged = run(LocalRunner)
+        assert damaged.status == "failed" and "damaged" in damaged.message and not (tmp_path / "out.jsonl").exists()
+        assert run(LocalRunner).status == "done"
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "clean.jsonl").read_bytes()
+
+    (tmp_path / ".out.jsonl.edge-corpus" / "state.json").write_text("{not json", "utf-8")
+    broken = corpus(str(source), str(tmp_path / "out.jsonl"), "--no-tm", env=env)
+    message = broken.stderr.decode()
+    assert broken.returncode == 4 and "is damaged" in message and "remove the folder" in message
+    assert message.count("\n") == 1 and "Traceback" not in message
+
+
+def test_a_cluster_that_does_not_answer_is_one_line_at_once(tmp_path, env):
+    import socket
+
+    source = tmp_path / "a.jsonl"
+    write(source, texts(5))
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{free.getsockname()[1]}"
+    for args in (("corpus", str(source), str(tmp_path / "o")), ("docs", str(source), "-o", str(tmp_path / "d"))):
+        result = run_cli(*args, "--no-tm", "--ray", address, env=env)
+        message = result.stderr.decode()
+        assert result.returncode == 2 and f"no Ray cluster answers at {address}" in message, message
+        assert message.count("\n") == 1 and "Traceback" not in message
+    assert not (tmp_path / "o").exists() and not (tmp_path / "d").exists()

@@ -151,10 +151,16 @@ def cmd_docs(args: argparse.Namespace) -> int:
             progress.close()
             if memory is not None:
                 memory.close()
+    return report(args, summary, summary_text)
+
+
+def report(args: argparse.Namespace, summary, text) -> int:
+    """Print a job's summary as ``--json`` or ``--quiet`` ask (``text(summary)`` otherwise);
+    the exit code: :data:`EXIT_SOME_FAILED` when a file failed."""
     if args.json:
         print(json.dumps(summary.as_dict(), ensure_ascii=False, indent=2))
     elif not args.quiet:
-        print(summary_text(summary))
+        print(text(summary))
     return EXIT_SOME_FAILED if summary.count("failed") else 0
 
 

@@ -16,9 +16,6 @@ from pathlib import Path
 
 from ..core.errors import require
 
-#: Exit code when some files failed and the others were translated (as ``docs``).
-EXIT_SOME_FAILED = 7
-
 
 def _progress(args: argparse.Namespace):
     from ..documents.command import BarProgress, MessagesOnly
@@ -40,12 +37,17 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     from ..core.cache import ChainedCache, LRUCache
     from ..core.memory import TranslationMemory
     from ..core.translator import TranslateOptions, Translator
+    from ..documents.command import report
     from .corpus import CorpusJob, CorpusOptions, LocalRunner
     from .corpusio import Columns
 
     translate = TranslateOptions(target=args.target, beam_size=args.beam, shortlist=not args.no_shortlist)
     options = CorpusOptions(Columns(args.column, args.output_column), translate, args.block_rows, args.force)
     model_id, target = _model(args)
+    if args.ray is not None:
+        from .rayrun import connect
+
+        connect(args.ray or None)  # before any work: one line without the extra or the cluster
     memory = None if args.no_tm else TranslationMemory(args.tm)
     _quiet_logs(args)
     progress = _progress(args)
@@ -58,8 +60,6 @@ def cmd_corpus(args: argparse.Namespace) -> int:
                 summary = job.run(LocalRunner(translator, options), progress)
         else:
             from .rayrun import RayRunner
-
-            require("ray", "ray")
             job = CorpusJob(Path(args.input), Path(args.output), model_id, target, options, memory=memory)
             snapshot = _snapshot(memory, model_id, target) if memory is not None else None
             runner = RayRunner(args.ray or None, args.model, translate, model_id, args.ray_cpus, args.ray_actors,
@@ -73,11 +73,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         progress.close()
         if memory is not None:
             memory.close()
-    if args.json:
-        print(json.dumps(summary.as_dict(), ensure_ascii=False, indent=2))
-    elif not args.quiet:
-        print(_summary_text(summary))
-    return EXIT_SOME_FAILED if summary.count("failed") else 0
+    return report(args, summary, _summary_text)
 
 
 def _model(args: argparse.Namespace) -> tuple[str, str]:
@@ -108,10 +104,11 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
     import hashlib
 
     from ..core.memory import TranslationMemory
-    from ..documents.command import glossary_file, job_options, summary_text
+    from ..documents.command import glossary_file, job_options, report, summary_text
     from .raydocs import RayDocuments
+    from .rayrun import connect
 
-    require("ray", "ray")  # before any work: one line when the extra is missing
+    connect(args.ray or None)  # before any work: one line without the extra or the cluster
     options = job_options(args)
     glossary = glossary_file(args)
     digest = hashlib.sha256(glossary.read_bytes()).hexdigest()[:16] if glossary is not None else ""
@@ -128,11 +125,7 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
         summary = job.run(progress)
     finally:
         progress.close()
-    if args.json:
-        print(json.dumps(summary.as_dict(), ensure_ascii=False, indent=2))
-    elif not args.quiet:
-        print(summary_text(summary))
-    return EXIT_SOME_FAILED if summary.count("failed") else 0
+    return report(args, summary, summary_text)
 
 
 def _summary_text(summary) -> str:

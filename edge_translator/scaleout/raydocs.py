@@ -25,7 +25,7 @@ from ..core.errors import EdgeTranslatorError
 from ..documents.job import NoProgress, file_sha256, file_stamp, job_settings
 from ..documents.journal import Journal
 from ..documents.plan import FilePlan, JobOptions, Summary, discover, journal_path
-from .rayrun import cluster_cpus, connect, refuse_other_model, with_retries
+from .rayrun import cluster_cpus, connect, load_on_node, open_snapshot, with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -49,24 +49,12 @@ class _DocsActor:
 
     def __init__(self, model: str | None, threads: int, options: JobOptions, glossary: bytes | None,
                  digest: str, model_id: str, snapshot: bytes | None):
-        from ..core.memory import TranslationMemory
-        from ..core.translator import Translator
         from ..documents.glossary import Glossary
         from ..documents.journal import JobCache
 
         self.scratch = Path(tempfile.mkdtemp(prefix="edge-docs-"))
-        memory = None
-        if snapshot:
-            (self.scratch / "memory.sqlite").write_bytes(snapshot)
-            memory = TranslationMemory(self.scratch / "memory.sqlite")
-        self.cache = JobCache(memory)
-        self.refusal: EdgeTranslatorError | None = None
-        try:
-            self.translator = Translator.load(model, threads=threads, cache=self.cache, memory="steady")
-        except EdgeTranslatorError as exc:  # no such model on this node
-            self.refusal = exc
-            return
-        self.refusal = refuse_other_model(self.translator, model_id)
+        self.cache = JobCache(open_snapshot(snapshot, "edge-docs-tm-"))
+        self.translator, self.refusal = load_on_node(model, threads, self.cache, model_id)
         self.glossary = None
         if glossary is not None:
             (self.scratch / "glossary.tsv").write_bytes(glossary)

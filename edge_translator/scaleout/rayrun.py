@@ -40,13 +40,15 @@ def connect(address: str | None):
 
     Raises:
         MissingDependencyError: Without the extra ``ray``.
-        EdgeTranslatorError: If the cluster cannot be reached.
+        ValueError: If nothing answers at a HOST:PORT address.
+        EdgeTranslatorError: If the cluster cannot be joined.
     """
     ray = require("ray", "ray")
     require("ray.data", "ray")
     if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # an offline tool reports nothing
         address = address or os.environ.get("RAY_ADDRESS") or "local"
+        _probe(address)
         try:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
                      configure_logging=False, include_dashboard=False)
@@ -63,6 +65,21 @@ def connect(address: str | None):
     if not logger.isEnabledFor(logging.INFO):
         logging.getLogger("ray.data").setLevel(logging.WARNING)
     return ray
+
+
+def _probe(address: str) -> None:
+    """Fail at once, in one line, when a HOST:PORT cluster does not answer (Ray itself
+    retries for minutes before it gives up)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # "auto", "local", a ray:// client address: Ray finds or starts them
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ValueError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start it with "
+                         "`ray start --head --port=6379` on that machine, or check --ray") from None
 
 
 def cluster_cpus(ray) -> int:
@@ -98,16 +115,39 @@ def with_retries(ray, missing: dict, run_once, attempts: int, what: str) -> Iter
                                   "missing: run the job again to resume")
 
 
-def refuse_other_model(translator, model_id: str) -> EdgeTranslatorError | None:
-    """The error for an actor whose model is not the driver's. An actor sends its errors back
-    as a column of its output (``error``), which the driver raises: Ray Data hands the driver
-    only its own message for an exception raised in an actor."""
-    if translator.model_id == model_id:
+def open_snapshot(snapshot: bytes | None, prefix: str):
+    """The translation memory snapshot an actor was sent, as a file of its own (``None``: none)."""
+    if not snapshot:
         return None
+    from ..core.memory import TranslationMemory
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / "memory.sqlite").write_bytes(snapshot)
+    return TranslationMemory(folder / "memory.sqlite")
+
+
+def load_on_node(model: str | None, threads: int, cache, model_id: str):
+    """An actor's translator, or the error it must answer every call with: no such model on
+    this node, or a model other than the driver's. Ray Data hands the driver only its own
+    message for an exception raised in an actor, so an actor sends its errors back as a
+    column of its output (``error``), which the driver raises.
+
+    Returns:
+        ``(translator, None)`` or ``(None, error)``.
+    """
+    from ..core.translator import Translator
+
+    try:
+        translator = Translator.load(model, threads=threads, cache=cache, memory="steady")
+    except EdgeTranslatorError as exc:
+        return None, exc
+    if translator.model_id == model_id:
+        return translator, None
     import socket
 
-    return EdgeTranslatorError(f"the model on {socket.gethostname()} is {translator.model_id}, the driver's is "
-                               f"{model_id}; install the same model on every node")
+    translator.close()
+    return None, EdgeTranslatorError(f"the model on {socket.gethostname()} is {translator.model_id}, the driver's "
+                                     f"is {model_id}; install the same model on every node")
 
 
 class _BlockActor:
@@ -116,24 +156,12 @@ class _BlockActor:
     def __init__(self, model: str | None, threads: int, options: TranslateOptions, model_id: str,
                  snapshot: bytes | None):
         from ..core.cache import ChainedCache, LRUCache
-        from ..core.memory import TranslationMemory
-        from ..core.translator import Translator
         from .blocks import BlockTranslator, RecordingCache
 
-        caches = [LRUCache()]
-        if snapshot:
-            folder = Path(tempfile.mkdtemp(prefix="edge-corpus-tm-"))
-            (folder / "memory.sqlite").write_bytes(snapshot)
-            caches.append(TranslationMemory(folder / "memory.sqlite"))
-        self.cache = RecordingCache(ChainedCache(*caches))
-        self.refusal: EdgeTranslatorError | None = None
-        try:
-            self.translator = Translator.load(model, threads=threads, cache=self.cache, memory="steady")
-        except EdgeTranslatorError as exc:  # no such model on this node
-            self.refusal = exc
-            return
-        self.refusal = refuse_other_model(self.translator, model_id)
-        self.blocks = BlockTranslator(self.translator, options)
+        memory = open_snapshot(snapshot, "edge-corpus-tm-")
+        self.cache = RecordingCache(ChainedCache(LRUCache(), *([memory] if memory is not None else [])))
+        self.translator, self.refusal = load_on_node(model, threads, self.cache, model_id)
+        self.blocks = BlockTranslator(self.translator, options) if self.translator is not None else None
 
     def __call__(self, batch: dict) -> dict:
         out: dict[str, list] = {"key": [], "index": [], "rows": [], "decoded": [], "reused": [], "pairs": [],

@@ -97,16 +97,18 @@ class CorpusState:
         """The ``[translation, score]`` rows of a committed block.
 
         Raises:
-            InputError: If the block file is missing or damaged.
+            InputError: If the block file is missing or damaged; it is then removed, so the
+                next run translates that block again.
         """
         path = self._blocks(key) / f"{index:06d}.json"
         try:
-            return json.loads(path.read_bytes())
+            rows = json.loads(path.read_bytes())
+            if not isinstance(rows, list):
+                raise ValueError(f"a JSON {type(rows).__name__}, not a list of rows")
+            return rows
         except (OSError, ValueError) as exc:
-            raise InputError(f"{path} is missing or damaged ({exc}); run the job again to redo it") from None
-
-    def discard(self, key: str, index: int) -> None:
-        (self._blocks(key) / f"{index:06d}.json").unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            raise InputError(f"{path} was missing or damaged ({exc}); run the job again to redo that block") from None
 
     def written(self, key: str) -> None:
         """The output of ``key`` is complete: its blocks are no longer needed."""
