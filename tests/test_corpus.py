@@ -324,3 +324,112 @@ def test_a_cluster_that_does_not_answer_is_one_line_at_once(tmp_path, env):
         assert result.returncode == 2 and f"no Ray cluster answers at {address}" in message, message
         assert message.count("\n") == 1 and "Traceback" not in message
     assert not (tmp_path / "o").exists() and not (tmp_path / "d").exists()
+
+
+def _distinct_blocks(count: int, size: int) -> list[list[str]]:
+    """``count`` blocks of ``size`` test sentences, no sentence in two blocks."""
+    seen, blocks = set(), [[] for _ in range(count)]
+    sentences = iter(SENTENCES)
+    for block in blocks:
+        while len(block) < size:
+            sentence = next(sentences)
+            if " ".join(sentence.split()) not in seen:
+                seen.add(" ".join(sentence.split()))
+                block.append(sentence)
+    return blocks
+
+
+def _reread(blocks, pairs):
+    """Each block again through a translator whose only cache holds ``pairs``: ``(rows, decoded)``."""
+    from edge_translator.core.cache import LRUCache
+    from edge_translator.core.translator import Translator
+    from edge_translator.scaleout.blocks import BlockTranslator
+
+    memory = LRUCache(100_000)
+    for key, value in pairs:
+        memory.put(key, value)
+    with Translator.load(threads=1, cache=memory) as translator:
+        again = BlockTranslator(translator)
+        results = [again.collect(again.submit(block)) for block in blocks]
+    return [r[0] for r in results], sum(r[1].decoded for r in results)
+
+
+def test_blocks_in_flight_together_each_send_back_the_pairs_they_decoded():
+    """Two blocks on one translator at once, collected in the other order (a Ray actor takes
+    two calls at once): each block's pairs are its own sentences, and together they answer
+    both blocks again without decoding."""
+    from edge_translator.core.translator import Translator
+    from edge_translator.scaleout.blocks import BlockTranslator
+
+    a, b = _distinct_blocks(2, 40)
+    with Translator.load(threads=1) as translator:
+        blocks = BlockTranslator(translator)
+        pending_a, pending_b = blocks.submit(a), blocks.submit(b)
+        rows_b, counts_b, pairs_b = blocks.collect(pending_b)
+        rows_a, counts_a, pairs_a = blocks.collect(pending_a)
+    assert len(pairs_a) == counts_a.decoded >= 40 and len(pairs_b) == counts_b.decoded >= 40
+    text_a, text_b = " ".join(" ".join(t.split()) for t in a), " ".join(" ".join(t.split()) for t in b)
+    assert all(key.sentence in text_a and key.sentence not in text_b for key, _ in pairs_a)
+    assert all(key.sentence in text_b and key.sentence not in text_a for key, _ in pairs_b)
+    rows, decoded = _reread([a, b], pairs_a + pairs_b)
+    assert decoded == 0 and rows == [rows_a, rows_b]
+
+
+def test_an_actor_taking_two_blocks_at_once_loses_no_pair():
+    """The cluster's actor, called from two threads at once as Ray calls it: one long block,
+    and short ones, each started after the long one stored another sentence. What the calls
+    send back fills a memory that answers every block again (a call that started used to
+    drop what the other had stored)."""
+    import pickle
+    import threading
+
+    from edge_translator.core.bundle import load_bundle
+    from edge_translator.core.translator import TranslateOptions, model_identity, resolve_model
+    from edge_translator.scaleout.rayrun import _BlockActor
+
+    sentences = _distinct_blocks(1, 140)[0]
+    blocks = [sentences[:120]] + [[s] for s in sentences[120:]]
+    long_ones = {" ".join(s.split()) for s in blocks[0]}
+    actor = _BlockActor(None, 1, TranslateOptions(), model_identity(load_bundle(resolve_model(None))), None)
+    stored, long_done = threading.Event(), threading.Event()
+
+    class Watched:
+        """The translator's cache, saying when the long block stores a sentence."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def get(self, key):
+            return self.inner.get(key)
+
+        def put(self, key, value):
+            self.inner.put(key, value)
+            if key.sentence in long_ones:
+                stored.set()
+
+    actor.translator.cache = Watched(actor.translator.cache)
+    outputs: list = [None] * len(blocks)
+
+    def call(j: int) -> None:
+        outputs[j] = actor({"key": ["f"], "index": [j], "texts": [json.dumps(blocks[j])]})
+
+    def short_ones() -> None:
+        for j in range(1, len(blocks)):
+            stored.wait()
+            if not long_done.is_set():
+                stored.clear()
+            call(j)
+
+    worker = threading.Thread(target=short_ones)
+    worker.start()
+    call(0)
+    long_done.set()
+    stored.set()
+    worker.join()
+    actor.translator.close()
+    assert all(out["error"] == [""] for out in outputs)
+    pairs = [pair for out in outputs for pair in pickle.loads(out["pairs"][0])]
+    assert len(pairs) == sum(out["decoded"][0] for out in outputs) >= 140
+    rows, decoded = _reread(blocks, pairs)
+    assert decoded == 0
+    assert rows == [[tuple(r) for r in json.loads(out["rows"][0])] for out in outputs]

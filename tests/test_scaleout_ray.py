@@ -203,3 +203,24 @@ def test_the_command_runs_corpus_and_docs_on_the_cluster_as_it_runs_them_here(tm
             assert (tmp_path / "d-ray" / path.relative_to(tmp_path / "d-local")).read_bytes() == path.read_bytes()
     rerun = run_cli("docs", str(docs), "-r", "-o", str(tmp_path / "d-ray"), "--no-tm", "--json", env=env)
     assert json.loads(rerun.stdout)["up_to_date"] == 3, "a local rerun must find the cluster's outputs up to date"
+
+
+def test_docs_on_the_cluster_fill_the_memory_as_a_local_run_does(tmp_path, cluster):
+    """The sentences the actors decode reach the driver's memory, an empty one included (it
+    sends no snapshot): a second job, even a local one, decodes nothing."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"part{i}.txt").write_text("\n\n".join(SENTENCES[30 * i:30 * i + 30]) + "\n", "utf-8")
+    tm = str(tmp_path / "tm.sqlite")
+    first = run_cli("docs", str(docs), "-o", str(tmp_path / "one"), "--tm", tm, "--json", "--ray", cluster.address)
+    assert first.returncode == 0, first.stderr.decode()
+    assert json.loads(first.stdout)["decoded"] > 100
+    again = run_cli("docs", str(docs), "-o", str(tmp_path / "two"), "--tm", tm, "--json", "--ray", cluster.address)
+    local = run_cli("docs", str(docs), "-o", str(tmp_path / "three"), "--tm", tm, "--json")
+    for run in (again, local):
+        summary = json.loads(run.stdout)
+        assert summary["decoded"] == 0 and summary["done"] == 4, summary
+    for name in ("part0.zh-Hans.txt", "part3.zh-Hans.txt"):
+        assert (tmp_path / "two" / name).read_bytes() == (tmp_path / "one" / name).read_bytes() \
+            == (tmp_path / "three" / name).read_bytes()

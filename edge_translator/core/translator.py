@@ -114,6 +114,11 @@ class Submission:
         """Whether :meth:`cancel` was called."""
         return self._ticket is not None and self._ticket.cancelled
 
+    def cache_key(self, index: int) -> CacheKey | None:
+        """The key sentence ``index`` is cached under once decoded (``None`` for a blank one):
+        with a result that was not cached, the pair a caller can move to another memory."""
+        return self._keys.get(index)
+
     def cancel(self) -> None:
         """Stop this submission's remaining work; others sharing its batches go on."""
         if self._ticket is not None:

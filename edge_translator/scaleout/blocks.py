@@ -10,7 +10,6 @@ back in row order. A row's score is the mean log-probability of all its output t
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +21,8 @@ from ..core.translator import TranslateOptions, Translator, join_results
 _JOINER = "\n\n"
 
 Row = tuple["str | None", "float | None"]
+#: A decoded sentence as a cache stores it.
+Pair = tuple[CacheKey, CachedTranslation]
 
 
 def needs_model(text: str | None) -> bool:
@@ -73,31 +74,40 @@ class BlockTranslator:
         if pending.submission is not None:
             pending.submission.cancel()
 
-    def collect(self, pending: Pending) -> tuple[list[Row], BlockCounts]:
-        """Wait for a submitted block; one ``(translation, score)`` per row, in row order.
+    def collect(self, pending: Pending) -> tuple[list[Row], BlockCounts, list[Pair]]:
+        """Wait for a submitted block.
+
+        Returns:
+            One ``(translation, score)`` per row, in row order; what the block cost; and the
+            pairs this block decoded (its own, whatever else the translator did meanwhile),
+            for a memory the translator's cache is not.
 
         Raises:
             EdgeTranslatorError: If the translator was closed before the block finished.
         """
         rows: list[Row] = [(t, None) if t is not None else (None, None) for t in pending.texts]
         if pending.submission is None:
-            return rows, BlockCounts()
+            return rows, BlockCounts(), []
         grouped: list[list] = [[] for _ in pending.order]
         which, starts = 0, pending.starts
         decoded = reused = 0
-        for result in pending.submission:
+        pairs: list[Pair] = []
+        for index, result in enumerate(pending.submission):  # input order: result i is sentence i
             while which + 1 < len(starts) and result.span[0] >= starts[which + 1]:
                 which += 1
             grouped[which].append(result)
             if result.stop != "empty":
                 reused += result.cached
                 decoded += not result.cached
+                if not result.cached:
+                    pairs.append((pending.submission.cache_key(index),
+                                  CachedTranslation(result.text, result.ids, result.stop, result.score)))
         if any(not results for results in grouped):
             raise EdgeTranslatorError("the model was closed while a block was translated; run the job again "
                                       "to resume")
         for row, results in zip(pending.order, grouped):
             rows[row] = (join_results(results).rstrip(), _score(results))
-        return rows, BlockCounts(decoded, reused)
+        return rows, BlockCounts(decoded, reused), pairs
 
 
 def _score(results) -> float | None:
@@ -107,28 +117,3 @@ def _score(results) -> float | None:
             tokens += len(result.ids)
             total += result.score * len(result.ids)
     return total / tokens if tokens else None
-
-
-class RecordingCache:
-    """A cache that also keeps what was put into it since :meth:`drain`: the new pairs an
-    actor sends back to be merged into the shared translation memory. Blocks translated at
-    once may take each other's pairs; every pair still goes back once."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.new: list[tuple[CacheKey, CachedTranslation]] = []
-        self._lock = threading.Lock()
-
-    def get(self, key: CacheKey) -> CachedTranslation | None:
-        return self.inner.get(key) if self.inner is not None else None
-
-    def put(self, key: CacheKey, value: CachedTranslation) -> None:
-        if self.inner is not None:
-            self.inner.put(key, value)
-        with self._lock:
-            self.new.append((key, value))
-
-    def drain(self) -> list[tuple[CacheKey, CachedTranslation]]:
-        with self._lock:
-            new, self.new = self.new, []
-        return new

@@ -113,18 +113,18 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
     glossary = glossary_file(args)
     digest = hashlib.sha256(glossary.read_bytes()).hexdigest()[:16] if glossary is not None else ""
     model_id, target = _model(args)
-    snapshot = None
-    if not args.no_tm:
-        with TranslationMemory(args.tm) as memory:
-            snapshot = _snapshot(memory, model_id, target)
+    memory = None if args.no_tm else TranslationMemory(args.tm)
+    snapshot = _snapshot(memory, model_id, target) if memory is not None else None
     _quiet_logs(args)
     progress = _progress(args)
     job = RayDocuments([Path(p) for p in args.inputs], options, args.model, model_id, target, glossary, digest,
-                       args.ray or None, args.ray_cpus, args.ray_actors, snapshot)
+                       args.ray or None, args.ray_cpus, args.ray_actors, snapshot, memory=memory)
     try:
         summary = job.run(progress)
     finally:
         progress.close()
+        if memory is not None:
+            memory.close()
     return report(args, summary, summary_text)
 
 

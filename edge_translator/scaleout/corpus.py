@@ -144,7 +144,7 @@ class LocalRunner:
                 self.blocks.cancel(pending)
 
     def _collect(self, block: Block, pending) -> BlockResult:
-        rows, counts = self.blocks.collect(pending)
+        rows, counts, _ = self.blocks.collect(pending)  # the memory is the translator's cache here
         return BlockResult(block.key, block.index, rows, counts)
 
 

@@ -7,6 +7,8 @@ to an actor and gets the output's bytes back, and writes every output itself, th
 temporary file and a rename, into the job's journal. So the nodes need no shared storage,
 one process writes the outputs, and a later run, local or on the cluster, finds them up to
 date. Files go in waves of at most ``wave_bytes``, so the driver never holds the archive at once.
+The sentences an actor decodes come back with their file and are merged into the driver's
+translation memory, as a local run puts them there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import functools
 import json
 import logging
 import os
+import pickle
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from ..core.errors import EdgeTranslatorError
 from ..documents.job import NoProgress, file_sha256, file_stamp, job_settings
 from ..documents.journal import Journal
 from ..documents.plan import FilePlan, JobOptions, Summary, discover, journal_path
+from .blocks import Pair
 from .rayrun import cluster_cpus, connect, load_on_node, open_snapshot, with_retries
 
 logger = logging.getLogger(__name__)
@@ -44,16 +48,42 @@ class FileResult:
     reused: int
 
 
+class _Recorder:
+    """A translation memory (or none) that also keeps each pair put into it until :meth:`take`."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.new: list[Pair] = []
+
+    def get(self, key):
+        return self.inner.get(key) if self.inner is not None else None
+
+    def put(self, key, value) -> None:
+        if self.inner is not None:
+            self.inner.put(key, value)
+        self.new.append((key, value))
+
+    def take(self) -> list[Pair]:
+        new, self.new = self.new, []
+        return new
+
+
 class _DocsActor:
-    """One Ray actor: a translator and a scratch folder; one document job per file."""
+    """One Ray actor: a translator and a scratch folder; one document job per file.
+
+    Ray calls it one file at a time (its pool allows no concurrent calls), so what its
+    recorder holds after a file is that file's decoded sentences.
+    """
 
     def __init__(self, model: str | None, threads: int, options: JobOptions, glossary: bytes | None,
-                 digest: str, model_id: str, snapshot: bytes | None):
+                 digest: str, model_id: str, snapshot: bytes | None, record: bool = False):
         from ..documents.glossary import Glossary
         from ..documents.journal import JobCache
 
         self.scratch = Path(tempfile.mkdtemp(prefix="edge-docs-"))
-        self.cache = JobCache(open_snapshot(snapshot, "edge-docs-tm-"))
+        memory = open_snapshot(snapshot, "edge-docs-tm-")
+        self.recorder = _Recorder(memory) if record else None
+        self.cache = JobCache(self.recorder or memory)
         self.translator, self.refusal = load_on_node(model, threads, self.cache, model_id)
         self.glossary = None
         if glossary is not None:
@@ -63,7 +93,7 @@ class _DocsActor:
         self.options = options
 
     def __call__(self, batch: dict) -> dict:
-        out: dict[str, list] = {"result": [], "output": [], "error": []}
+        out: dict[str, list] = {"result": [], "output": [], "error": [], "pairs": []}
         for index, name, data in zip(batch["index"], batch["name"], batch["data"]):
             result, output, error = None, b"", str(self.refusal or "")
             if not error:
@@ -74,6 +104,7 @@ class _DocsActor:
             out["result"].append(json.dumps(result.__dict__) if result is not None else "")
             out["output"].append(output)
             out["error"].append(error)
+            out["pairs"].append(pickle.dumps(self.recorder.take() if self.recorder is not None else []))
         return out
 
     def _one(self, index: int, name: str, data: bytes) -> tuple[FileResult, bytes]:
@@ -105,8 +136,13 @@ class RayDocuments:
     def __init__(self, inputs: list[Path], options: JobOptions, model: str | None, model_id: str, target: str,
                  glossary: Path | None = None, glossary_digest: str = "", address: str | None = None,
                  cpus_per_actor: int = 1, actors: int | None = None, snapshot: bytes | None = None,
-                 wave_bytes: int = 256 << 20, attempts: int = 3):
+                 wave_bytes: int = 256 << 20, attempts: int = 3, memory=None):
+        """Args:
+            memory: The translation memory the actors' decoded sentences are merged into
+                (``snapshot`` is what they read of it); ``None``: no memory.
+        """
         self.inputs, self.options, self.model, self.model_id, self.target = inputs, options, model, model_id, target
+        self.memory = memory
         self.glossary = glossary.read_bytes() if glossary is not None else None
         self.digest = glossary_digest
         self.address, self.cpus, self.actors, self.snapshot = address, cpus_per_actor, actors, snapshot
@@ -146,7 +182,8 @@ class RayDocuments:
             todo = [p for p in plans if p.status == "todo"]
             progress.start(len(todo), 0)
             if todo:
-                for result, output in self._translate(todo):
+                for result, output, pairs in self._translate(todo):
+                    self._merge(pairs)
                     decoded += result.decoded
                     reused += result.reused
                     self._land(todo[result.index], result, output, journal, progress)
@@ -158,6 +195,11 @@ class RayDocuments:
                 journal.close()
         return Summary(tuple(plans), sum(p.sentences for p in plans if p.status == "done"), decoded, reused,
                        time.perf_counter() - started, path)
+
+    def _merge(self, pairs: list[Pair]) -> None:
+        if self.memory is not None:
+            for key, value in pairs:
+                self.memory.put(key, value)
 
     @staticmethod
     def _fail(plan: FilePlan, message: str, progress) -> None:
@@ -205,15 +247,16 @@ class RayDocuments:
         if wave:
             yield wave
 
-    def _translate(self, todo: list[FilePlan]) -> Iterator[tuple[FileResult, bytes]]:
+    def _translate(self, todo: list[FilePlan]) -> Iterator[tuple[FileResult, bytes, list[Pair]]]:
         ray = connect(self.address)
         for wave in self._waves(todo):
             missing = {i: i for i in wave}
             run_once = functools.partial(self._one_run, todo=todo)
-            for _, (result, output) in with_retries(ray, missing, run_once, self.attempts, "files"):
-                yield result, output
+            for _, answer in with_retries(ray, missing, run_once, self.attempts, "files"):
+                yield answer
 
-    def _one_run(self, ray, indices: list[int], todo: list[FilePlan]) -> Iterator[tuple[int, tuple[FileResult, bytes]]]:
+    def _one_run(self, ray, indices: list[int],
+                 todo: list[FilePlan]) -> Iterator[tuple[int, tuple[FileResult, bytes, list[Pair]]]]:
         data = ray.data
         items = []
         for i in indices:
@@ -225,9 +268,9 @@ class RayDocuments:
             num_cpus=self.cpus, batch_format="default",
             fn_constructor_kwargs={"model": self.model, "threads": self.cpus, "options": self.options,
                                    "glossary": self.glossary, "digest": self.digest, "model_id": self.model_id,
-                                   "snapshot": self.snapshot})
+                                   "snapshot": self.snapshot, "record": self.memory is not None})
         for row in dataset.iter_rows():
             if row["error"]:
                 raise EdgeTranslatorError(str(row["error"]))
             result = FileResult(**json.loads(row["result"]))
-            yield result.index, (result, bytes(row["output"]))
+            yield result.index, (result, bytes(row["output"]), pickle.loads(row["pairs"]))

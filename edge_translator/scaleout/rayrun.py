@@ -156,22 +156,23 @@ class _BlockActor:
     def __init__(self, model: str | None, threads: int, options: TranslateOptions, model_id: str,
                  snapshot: bytes | None):
         from ..core.cache import ChainedCache, LRUCache
-        from .blocks import BlockTranslator, RecordingCache
+        from .blocks import BlockTranslator
 
         memory = open_snapshot(snapshot, "edge-corpus-tm-")
-        self.cache = RecordingCache(ChainedCache(LRUCache(), *([memory] if memory is not None else [])))
-        self.translator, self.refusal = load_on_node(model, threads, self.cache, model_id)
+        cache = ChainedCache(LRUCache(), *([memory] if memory is not None else []))
+        self.translator, self.refusal = load_on_node(model, threads, cache, model_id)
         self.blocks = BlockTranslator(self.translator, options) if self.translator is not None else None
 
     def __call__(self, batch: dict) -> dict:
         out: dict[str, list] = {"key": [], "index": [], "rows": [], "decoded": [], "reused": [], "pairs": [],
                                 "error": []}
+        # Two calls run at once in one actor (see RayRunner._one_run): each block sends back
+        # the pairs its own submission decoded, never what the other call put in the cache.
         for key, index, texts in zip(batch["key"], batch["index"], batch["texts"]):
-            self.cache.drain()
-            rows, counts, error = [], BlockCounts(), str(self.refusal or "")
+            rows, counts, pairs, error = [], BlockCounts(), [], str(self.refusal or "")
             if not error:
                 try:
-                    rows, counts = self.blocks.collect(self.blocks.submit(json.loads(texts)))
+                    rows, counts, pairs = self.blocks.collect(self.blocks.submit(json.loads(texts)))
                 except EdgeTranslatorError as exc:
                     error = str(exc)
             out["key"].append(key)
@@ -179,7 +180,7 @@ class _BlockActor:
             out["rows"].append(json.dumps(rows, ensure_ascii=False))
             out["decoded"].append(counts.decoded)
             out["reused"].append(counts.reused)
-            out["pairs"].append(pickle.dumps(self.cache.drain()))
+            out["pairs"].append(pickle.dumps(pairs))
             out["error"].append(error)
         return out
 
