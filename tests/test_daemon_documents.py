@@ -288,7 +288,9 @@ def test_a_pptx_comes_back_translated_through_each_api_and_a_broken_one_is_400(s
 # -- the store itself: limits, expiry, restarts --------------------------------------------------
 def _store(demo_parts, folder: Path, **limits) -> tuple[DocumentStore, object, object]:
     translator, _, decoder = _translator(demo_parts)
-    return DocumentStore(translator, folder, FileLimits(**limits)), translator, decoder
+    store = DocumentStore(translator, folder, FileLimits(**limits))
+    store.start()
+    return store, translator, decoder
 
 
 def test_finished_documents_expire_and_are_deleted(demo_parts, tmp_path):

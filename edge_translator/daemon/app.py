@@ -168,6 +168,10 @@ class App:
         self.metrics.tokens.inc(len(result.ids))
         self.metrics.characters.inc(len(result.source))
 
+    def start(self) -> None:
+        """Take up the documents a previous run left (see :meth:`.DocumentStore.start`)."""
+        self.documents.start()
+
     def close(self) -> None:
         self.documents.close()
         self.service.close()

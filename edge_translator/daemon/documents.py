@@ -132,8 +132,7 @@ class DocumentStore:
                 keeps no documents and their endpoints answer 503.
             limits: Sizes, quota, caps and the time to keep results.
 
-        Unfinished documents found in ``folder`` are queued again (their jobs resume from
-        their journals); expired ones are deleted.
+        Nothing is read from ``folder`` until :meth:`start`.
         """
         self.translator = translator
         self.folder = folder
@@ -145,6 +144,11 @@ class DocumentStore:
         self._job: tuple[str, object] | None = None
         self._closed = False
         self._suffixes: tuple[str, ...] | None = None
+
+    def start(self) -> None:
+        """Take up what a previous run left in the folder: unfinished documents are queued
+        again (their jobs resume from their journals), expired ones deleted. The server calls
+        it once it listens, so a start-up that fails says only why."""
         self._recover()
 
     # -- what the APIs ask -------------------------------------------------------------------

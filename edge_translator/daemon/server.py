@@ -7,9 +7,11 @@ has what ``http.server`` lacks: a cap on open connections, a timeout that closes
 slow clients, a body size limit, and a way to tell that a client went away
 (``channel_request_lookahead``), which cancels that client's work.
 
-The process loads the model, translates one sentence to warm the sessions, prints the
-address it listens on, and serves until SIGTERM or SIGINT. Then it stops accepting,
-answers the requests in flight (up to ``drain_timeout`` seconds), and exits 0.
+The process binds its address first, so a port in use fails at once and before anything
+else is said; then it loads the model, translates one sentence to warm the sessions, takes
+up the documents a previous run left, prints the address it listens on, and serves until
+SIGTERM or SIGINT. Then it stops accepting, answers the requests in flight (up to
+``drain_timeout`` seconds), and exits 0.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -152,32 +155,64 @@ def build_app(options: ServeOptions, translator) -> App:
                                       exact_length=options.exact_length))
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (the first address ``host`` resolves to), not yet listening.
+
+    Raises:
+        InputError: If the address cannot be bound (in use, not this machine's, unknown).
+    """
+    sock = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
+                                                             socket.IPPROTO_TCP, socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                         "choose another --port or --host") from None
+    return sock
+
+
 class Daemon:
     """The application under a waitress server: start it, :meth:`run` it, :meth:`stop` it from anywhere."""
 
-    def __init__(self, options: ServeOptions, translator):
-        """Bind the socket (not yet serving).
+    def __init__(self, options: ServeOptions, translator, sock: socket.socket | None = None):
+        """Listen (not yet serving), then take up the documents a previous run left.
+
+        Args:
+            sock: The socket from :func:`bind`; ``None`` binds ``options.host:options.port`` here.
 
         Raises:
             InputError: If the key file is unusable or the address cannot be bound.
         """
         import waitress
 
-        # waitress counts its listening socket and its wake-up pipe among the connections
+        sock = sock or bind(options.host, options.port)
         self.options = options
-        self.app = build_app(options, translator)
         try:
+            self.app = build_app(options, translator)
+        except BaseException:
+            sock.close()
+            raise
+        try:
+            # waitress counts its listening socket and its wake-up pipe among the connections
             self.server = waitress.create_server(
-                self.app, host=options.host, port=options.port, threads=options.http_threads,
+                self.app, sockets=[sock], threads=options.http_threads,
                 connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
                 cleanup_interval=int(max(1, min(30, options.timeout / 2))),
                 max_request_body_size=max(BODY_SLACK * options.max_body, 2 * options.max_file_size + (1 << 20)),
                 channel_request_lookahead=1,
                 ident="edge-translator", clear_untrusted_proxy_headers=True, asyncore_loop_timeout=1)
-        except OSError as exc:
+        except BaseException:
+            sock.close()
             self.app.close()
-            raise InputError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}; "
-                             "choose another --port or --host") from None
+            raise
+        self.app.start()
         self._stop_at: float | None = None
 
     @property
@@ -242,10 +277,18 @@ def serve(options: ServeOptions) -> int:
     require("prometheus_client", "serve")
     if options.api_keys:
         read_keys(options.api_keys, options.req_limit)  # a bad key file fails before the model loads
+    _check_folder(Path(options.state_dir) if options.state_dir else default_state_dir(),
+                  "--state-dir" if options.state_dir else "the state folder")
+    _check_folder(Path(options.files_dir) if options.files_dir else None, "--files-dir")
     started = time.perf_counter()
-    caches = [LRUCache(options.cache_size)] if options.cache_size else []
-    if options.memory:
-        caches.append(TranslationMemory(options.memory))
+    sock = bind(options.host, options.port)  # a port in use fails at once, before anything is logged
+    try:
+        caches = [LRUCache(options.cache_size)] if options.cache_size else []
+        if options.memory:
+            caches.append(TranslationMemory(options.memory))
+    except BaseException:
+        sock.close()
+        raise
     cache = ChainedCache(*caches) if len(caches) > 1 else (caches[0] if caches else None)
     # The decoder's threads spin between operators (the encoder's never do): with both
     # spinning they took the cores from the HTTP threads, while the decoder's alone serve
@@ -253,11 +296,16 @@ def serve(options: ServeOptions) -> int:
     # in docs/benchmarks.md). A server runs for months, so memory follows the work in hand
     # ("steady") or is given back at once.
     lean = lean_malloc()
-    translator = Translator.load(options.model, options.threads, cache=cache, spin=True, engine=engine_options(options),
-                                 memory="none" if options.lean_memory else "steady", workers=options.workers)
+    try:
+        translator = Translator.load(options.model, options.threads, cache=cache, spin=True,
+                                     engine=engine_options(options), memory="none" if options.lean_memory else "steady",
+                                     workers=options.workers)
+    except BaseException:
+        sock.close()
+        raise
     try:
         translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait
-        daemon = Daemon(options, translator)
+        daemon = Daemon(options, translator, sock)
         host, port = daemon.address
         if options.host not in LOCAL_HOSTS and not options.api_keys:
             logger.warning("listening on %s without API keys: anyone who can reach port %d can use this "
@@ -283,6 +331,13 @@ def serve(options: ServeOptions) -> int:
         translator.close(cancel=True)
     logger.info("stopped")
     return 0
+
+
+def _check_folder(path: Path | None, what: str) -> None:
+    """A folder the server creates when first needed must not be a file already."""
+    if path is not None and path.exists() and not path.is_dir():
+        raise InputError(f"{what} {path} is a file, not a folder; pass --state-dir or --files-dir with a folder "
+                         "(it is created when first needed)")
 
 
 def _url_host(host: str) -> str:
