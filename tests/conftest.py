@@ -1,4 +1,4 @@
-"""Shared fixtures: the committed tiny model and its bundles, and a CLI runner."""
+"""Shared fixtures: a home of the run's own, the committed tiny model and its bundles, and a CLI runner."""
 
 from __future__ import annotations
 
@@ -7,12 +7,48 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # Qt widgets in the GUI tests draw offscreen: no display is needed (or used, if there is one).
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+#: Where the app (and every library under it) keeps per-user files: each points into the
+#: run's own home, for the test process and every process it starts.
+HOME_VARIABLES = {"HOME": "", "XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+                  "XDG_STATE_HOME": ".local/state", "XDG_CACHE_HOME": ".cache", "XDG_RUNTIME_DIR": "run"}
+#: The user's own choices that would reach the app through the environment: its model, its
+#: models folder, a systemd state folder, Hugging Face's caches, a Ray cluster.
+USER_VARIABLES = ("EDGE_TRANSLATOR_MODEL", "EDGE_TRANSLATOR_MODELS_DIR", "STATE_DIRECTORY", "HF_HOME",
+                  "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "RAY_ADDRESS", "APPDATA", "LOCALAPPDATA")
+_RUN_HOME: Path | None = None
+
+
+def pytest_configure(config) -> None:
+    """Give the run a home of its own before anything is collected: no test reads or writes
+    the home of whoever runs the suite (its kept documents, memory, models or settings)."""
+    global _RUN_HOME
+    _RUN_HOME = Path(tempfile.mkdtemp(prefix="edge-translator-tests-"))
+    for name, relative in HOME_VARIABLES.items():
+        folder = _RUN_HOME / relative
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.environ[name] = str(folder)
+    for name in USER_VARIABLES:
+        os.environ.pop(name, None)
+
+
+def pytest_unconfigure(config) -> None:
+    if _RUN_HOME is not None:
+        shutil.rmtree(_RUN_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def run_home() -> Path:
+    """The run's own home folder (``$HOME`` of the tests and of every process they start)."""
+    assert _RUN_HOME is not None
+    return _RUN_HOME
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
