@@ -46,7 +46,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             raise InputError("the TEXT argument is not valid UTF-8; fix the terminal encoding "
                              "or pipe the text through standard input") from None
     options = TranslateOptions(target=args.target, beam_size=args.beam, max_length=args.max_length,
-                               shortlist=not args.no_shortlist)
+                               shortlist=not args.no_shortlist, unwrap=not args.no_unwrap)
     translator = Translator.load(args.model, threads=args.threads, workers=args.workers)
     if args.target and args.target not in translator.bundle.targets:
         raise ValueError(f"--target {args.target} is not offered by this model; choose one of "
@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--max-length", type=int, help="most new tokens per sentence (default: automatic)")
     tr.add_argument("--no-shortlist", action="store_true",
                     help="use the whole vocabulary even when the model has a shortlist")
+    tr.add_argument("--no-unwrap", action="store_true",
+                    help="end a sentence at every line break (by default, lines that only wrap a paragraph, "
+                    "as in text copied from a PDF or an e-mail, are joined first)")
     tr.set_defaults(func=cmd_translate)
 
     for module, what, extra, commands in _LAYERS:

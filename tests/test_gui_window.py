@@ -351,6 +351,27 @@ def test_the_caret_highlights_a_sentence_and_its_translation(qtbot, window, sess
     assert _aligned(window.pane.source) == [] and _aligned(window.pane.target) == []
 
 
+def test_a_wrapped_paragraph_comes_back_as_one_and_highlights_across_its_lines(qtbot, window, session):
+    """Text pasted from a PDF or an e-mail: the pane shows one paragraph, and the caret on the
+    second line of a sentence highlights the whole sentence, both of its lines."""
+    text = ("Before you install the update, save your work and close all\nother programs. The installation "
+            "takes about ten minutes.")
+    translate_and_wait(qtbot, window, text)
+    rendered = window.pane.alignment.text
+    assert "\n" not in rendered.strip()
+    first = window.pane.alignment.pairs[0]
+    assert text[slice(*first.source)] == text[:text.index("programs.") + len("programs.")]
+    assert rendered[slice(*first.target)] == session.translator.translate(text.split("\n")[0] + " other programs.")
+    cursor = window.pane.source.textCursor()
+    cursor.setPosition(to_utf16(text, text.index("other") + 2))
+    window.pane.source.setTextCursor(cursor)
+    [source] = _aligned(window.pane.source)
+    assert (source.cursor.selectionStart(), source.cursor.selectionEnd()) == tuple(to_utf16(text, i) for i in first.source)
+    [target] = _aligned(window.pane.target)
+    assert (target.cursor.selectionStart(), target.cursor.selectionEnd()) == tuple(
+        to_utf16(rendered, i) for i in first.target)
+
+
 def test_hovering_highlights_the_pair_under_the_mouse(qtbot, window):
     text = "Birds can fly. Fish can swim."
     translate_and_wait(qtbot, window, text)

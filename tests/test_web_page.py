@@ -240,6 +240,24 @@ def test_typing_shows_the_translation_sentence_by_sentence(browser, site):
         assert browser.find_element("id", "copy").is_enabled()
 
 
+def test_a_wrapped_paragraph_comes_back_as_one_and_its_sentences_span_the_lines(browser, site):
+    daemon, _ = site
+    text = ("Before you install the update, save your work and close all\nother programs. The installation "
+            "takes about ten minutes.")
+    with clean_console(browser):
+        _open(browser, _url(daemon))
+        _type(browser, text)
+        out = _wait_translated(browser, 2)
+        assert len(out) == 2 and all(_cjk(s) for s in out), out
+        assert _sentences(browser, "backdrop") == [text[:text.index("programs.") + 9], "The installation takes about ten minutes."]
+        assert "\n" not in browser.execute_script("return document.getElementById('output').textContent").strip()
+        # the caret on the second line of the first sentence highlights its translation
+        at = text.index("other") + 2
+        browser.execute_script(f"const s = document.getElementById('source'); s.focus(); s.setSelectionRange({at}, {at})")
+        active = "return [...document.querySelectorAll('#output .sentence.active')].map(s => s.dataset.i)"
+        wait_until(lambda: browser.execute_script(active) == ["0"], 5, "the first sentence highlighted")
+
+
 def test_new_input_cancels_the_request_before(browser, demo_parts, tmp_path):
     # one sentence at a time, each step slowed: the first answer is still streaming when the text changes
     translator, _, _ = _translator(demo_parts, delay=0.01, max_batch_size=1)

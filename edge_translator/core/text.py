@@ -21,13 +21,19 @@ How a candidate end mark (``.`` ``?`` ``!`` ``...`` ``…`` ``. . .``) is decide
 - List items ("1.", "a)", "(b)", "ii.", "• 10.") begin a segment when two or more follow
   in sequence after a line start, a colon or a sentence end; their dots end nothing.
 - A line break always ends a sentence, and a piece without a letter or digit joins its
-  neighbour unless the whole input has none.
+  neighbour unless the whole input has none. :func:`segment` first joins the lines that
+  only wrap a paragraph (:mod:`.unwrap` decides which), so they are read as spaces.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a lone copy of this module splits sentences for the LibreTranslate peer (bench/ltlauncher.py)
+    from .unwrap import Edit
 
 #: Abbreviations that never end a sentence: titles before a name, Latin connectives.
 NEVER_FINAL = frozenset("""
@@ -88,7 +94,12 @@ class Segment:
     """A piece of input to translate, and the whitespace that followed it."""
 
     text: str
+    """What the model reads: the sentence, its wrapped lines joined (see :mod:`.unwrap`)."""
     separator: str
+    """The whitespace after it as the output keeps it: a line break that only wrapped the
+    paragraph reads as the space it stands for."""
+    span: tuple[int, int] = (0, 0)
+    """Where the sentence stands in the input, ``input[start:end]`` (with its wrapped lines)."""
 
 
 def _word_start(line: str, end: int, limit: int = 64) -> int:
@@ -417,14 +428,30 @@ def _join_fragments(parts: list[str], fits) -> list[str]:
     return out
 
 
-def segment(text: str, tokenizer, max_tokens: int) -> list[Segment]:
+def segment(text: str, tokenizer, max_tokens: int, edits: Sequence["Edit"] = ()) -> list[Segment]:
     """Split text into :class:`Segment` s that each fit the model, keeping all characters.
 
     Args:
         text: The input.
         tokenizer: Anything with ``pieces_of(text) -> list``.
         max_tokens: Most pieces per segment (the model's positions less special tokens).
+        edits: What the model reads instead of parts of ``text`` (:func:`.unwrap.unwrap_edits`):
+            segments are cut from the text so edited, and their spans point into ``text``.
     """
+    from .unwrap import apply_edits
+
+    view, back = apply_edits(text, edits) if edits else (text, None)
+    segments, at = [], 0
+    for body, separator in _cut(view, tokenizer, max_tokens):
+        end = at + len(body)
+        span = (back[at], back[end]) if back is not None else (at, end)
+        segments.append(Segment(body, separator, span))
+        at = end + len(separator)
+    return segments
+
+
+def _cut(text: str, tokenizer, max_tokens: int) -> list[tuple[str, str]]:
+    """``(text, separator)`` pieces of ``text`` that each fit the model; joined, they are ``text``."""
     def fits(chunk: str) -> bool:
         return len(tokenizer.pieces_of(chunk)) <= max_tokens
 
@@ -434,14 +461,14 @@ def segment(text: str, tokenizer, max_tokens: int) -> list[Segment]:
         trailing = sentence[len(stripped):]
         leading_len = len(stripped) - len(stripped.lstrip())
         if leading_len:
-            segments.append(Segment("", stripped[:leading_len]))
+            segments.append(("", stripped[:leading_len]))
             stripped = stripped[leading_len:]
         if not stripped:
-            segments.append(Segment("", trailing))
+            segments.append(("", trailing))
             continue
         parts = _join_fragments(_split_long(stripped, fits), fits)
         for k, part in enumerate(parts):
             body = part.rstrip()
             sep = part[len(body):] + (trailing if k == len(parts) - 1 else "")
-            segments.append(Segment(body, sep))
+            segments.append((body, sep))
     return segments

@@ -24,6 +24,7 @@ from .greedybatch import LENGTH, RepetitionGuard
 from .locations import DEFAULT_MODEL, ENV_MODEL, models_dir, resolve_model  # noqa: F401 - re-exported
 from .sessions import physical_cores
 from .text import Segment, segment
+from .unwrap import unwrap_edits
 from .ticket import Outcome, Request, Ticket, Timing
 from .tokenizer import Tokenizer
 
@@ -46,6 +47,11 @@ class TranslateOptions:
     """Restrict each sentence to the bundle's vocabulary shortlist, when it has one: the
     output layer computes only the candidates of its source pieces (faster; docs/models.md
     gives how often the output differs). ``False``: the whole vocabulary."""
+    unwrap: bool = True
+    """Join the lines that only wrap a paragraph (text copied from a PDF, an e-mail, a
+    terminal) before cutting sentences, so each sentence is read whole and the paragraph
+    comes back as one (:mod:`.unwrap` gives the rule). ``False``: every line break ends a
+    sentence."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.beam_size <= 16:
@@ -59,7 +65,7 @@ class SentenceResult:
     """One translated sentence."""
 
     source: str
-    """The source sentence, as it appeared in the input."""
+    """The source sentence, as it appeared in the input (wrapped lines and all)."""
     text: str
     """Its translation."""
     ids: tuple[int, ...]
@@ -67,7 +73,8 @@ class SentenceResult:
     stop: str
     """Why decoding stopped: ``"eos"``, ``"length"``, ``"repetition"`` or ``"empty"``."""
     separator: str
-    """Whitespace and line breaks that followed the sentence in the input, kept verbatim."""
+    """Whitespace and line breaks that followed the sentence in the input, kept verbatim,
+    except a line break that only wrapped the paragraph: it reads as a space."""
     options: TranslateOptions
     """The options in effect."""
     span: tuple[int, int] = (0, 0)
@@ -93,7 +100,7 @@ class Submission:
 
     def __init__(self, translator: Translator, segments: list[Segment], options: TranslateOptions,
                  order: str, ready: list[SentenceResult | None], ticket: Ticket | None,
-                 rows: dict[int, int], keys: dict[int, CacheKey], spans: list[tuple[int, int]]):
+                 rows: dict[int, int], keys: dict[int, CacheKey], sources: list[str]):
         self.options = options
         """The options in effect."""
         self.order = order
@@ -104,7 +111,7 @@ class Submission:
         self._ticket = ticket
         self._rows = rows          # segment index -> ticket row
         self._keys = keys          # segment index -> cache key
-        self._spans = spans        # segment index -> (start, end) in the text
+        self._sources = sources    # segment index -> its text as the input has it
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -159,8 +166,8 @@ class Submission:
         if cache is not None:
             cache.put(self._keys[index], CachedTranslation(text, hyp.ids, hyp.stop, hyp.score))
         seg = self._segments[index]
-        return SentenceResult(seg.text, text, hyp.ids, hyp.stop, seg.separator, self.options,
-                              self._spans[index], hyp.score, outcome.timing)
+        return SentenceResult(self._sources[index], text, hyp.ids, hyp.stop, seg.separator, self.options,
+                              seg.span, hyp.score, outcome.timing)
 
 
 class Translator:
@@ -186,6 +193,8 @@ class Translator:
         self.model = self.engine.model
         self.tokenizer = tokenizer
         self.cache: TranslationCache | None = LRUCache() if cache is _DEFAULT_CACHE else cache
+        self.is_word = None
+        """Whether a lowercase word is English (for words hyphenated at a line end); ``None``: a suffix rule."""
         self.model_id = model_identity(bundle)
         """The bundle's identity, from its files' checksums (part of every cache key)."""
 
@@ -239,7 +248,7 @@ class Translator:
         limit = options.max_length or 2 * source_len + 10
         return max(1, min(limit, self.bundle.max_positions))
 
-    def _segments(self, text: str) -> list[Segment]:
+    def _segments(self, text: str, options: TranslateOptions) -> list[Segment]:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, not {type(text).__name__}")
         try:
@@ -247,7 +256,8 @@ class Translator:
         except UnicodeEncodeError as exc:
             raise InputError(f"text is not valid Unicode (a lone surrogate at character {exc.start}); "
                              "pass UTF-8 text") from None
-        return segment(text, self.tokenizer, self.bundle.max_positions - 2)
+        edits = unwrap_edits(text, self.is_word) if options.unwrap else ()
+        return segment(text, self.tokenizer, self.bundle.max_positions - 2, edits)
 
     def submit(self, text: str, options: TranslateOptions | None = None, *,
                priority: Priority = Priority.INTERACTIVE, order: str = "input", block: bool = True,
@@ -276,7 +286,7 @@ class Translator:
         if order not in ("input", "completion"):
             raise ValueError(f"order must be 'input' or 'completion', not {order!r}")
         target, target_id = self._target(options)
-        segments = self._segments(text)
+        segments = self._segments(text, options)
         guard = RepetitionGuard() if options.repetition_guard else None
         shortlist = options.shortlist and self.model.shortlist is not None  # one cache key where it changes nothing
         ready: list[SentenceResult | None] = [None] * len(segments)
@@ -284,17 +294,18 @@ class Translator:
         rows: dict[int, int] = {}
         keys: dict[int, CacheKey] = {}
         first_row: dict[CacheKey, int] = {}
-        spans = _spans(segments)
-        for i, (seg, span) in enumerate(zip(segments, spans)):
+        sources = [text[seg.span[0]:seg.span[1]] for seg in segments]
+        for i, (seg, source) in enumerate(zip(segments, sources)):
+            span = seg.span
             if not seg.text.strip():
-                ready[i] = SentenceResult(seg.text, "", (), "empty", seg.separator, options, span)
+                ready[i] = SentenceResult(source, "", (), "empty", seg.separator, options, span)
                 continue
             key = CacheKey(self.model_id, " ".join(seg.text.split()), target, options.beam_size,
                            options.max_length, options.repetition_guard, shortlist)
             keys[i] = key
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is not None:
-                ready[i] = SentenceResult(seg.text, hit.text, hit.ids, hit.stop, seg.separator, options, span,
+                ready[i] = SentenceResult(source, hit.text, hit.ids, hit.stop, seg.separator, options, span,
                                           hit.score, None, True)
             elif key in first_row:
                 rows[i] = first_row[key]
@@ -304,7 +315,7 @@ class Translator:
                 requests.append(Request(tuple(source), self._limit(len(source), options), options.beam_size,
                                         guard, shortlist))
         ticket = self.engine.submit(requests, priority, block=block, timeout=timeout) if requests else None
-        return Submission(self, segments, options, order, ready, ticket, rows, keys, spans)
+        return Submission(self, segments, options, order, ready, ticket, rows, keys, sources)
 
     def translate_iter(self, text: str, options: TranslateOptions | None = None) -> Iterator[SentenceResult]:
         """Translate ``text`` lazily, one sentence at a time, in input order.
@@ -353,15 +364,6 @@ def model_identity(bundle: Bundle) -> str:
     ``model`` of cache keys, and the checksum a corpus job writes on every row)."""
     files = bundle.manifest.get("files", {})
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _spans(segments: list[Segment]) -> list[tuple[int, int]]:
-    """Where each segment's text sits in the text it was cut from."""
-    spans, offset = [], 0
-    for seg in segments:
-        spans.append((offset, offset + len(seg.text)))
-        offset += len(seg.text) + len(seg.separator)
-    return spans
 
 
 def render(results) -> Iterator[str]:

@@ -1,7 +1,8 @@
 """Our own API: ``/v1/translate`` (optionally streamed), ``/health`` and ``/metrics``.
 
 ``POST /v1/translate`` takes JSON ``{"text": str | [str], "target": "zh-Hans", "stream":
-false, "api_key": ...}``. Without ``stream`` it answers every text with its sentences
+false, "unwrap": true, "api_key": ...}`` (``unwrap: false`` ends a sentence at every line
+break, :attr:`.TranslateOptions.unwrap`). Without ``stream`` it answers every text with its sentences
 (source span, translation, ids, stop reason, score, timing). With ``stream: true`` the
 answer is newline-delimited JSON: one line per sentence the moment the engine finishes
 it (text by text, in input order), then ``{"done": true, ...}``; an error after the first
@@ -42,13 +43,14 @@ def translate(app: Context, request: Request) -> Response:
     texts, as_list = strings(params, "text", "q")
     target = app.targets.resolve(one(params, "target", "zh"))
     stream = one(params, "stream", False, bool)
+    unwrap = one(params, "unwrap", True, bool)
     app.service.check(texts)
     if stream:  # submitted here, so a full queue or bad text is still an HTTP error, not a 200
-        results = app.service.stream(texts, target, gone=request.gone)
+        results = app.service.stream(texts, target, gone=request.gone, unwrap=unwrap)
         return Response(_ndjson(results, target), content_type="application/x-ndjson")
     started = time.perf_counter()
     items: list[list[SentenceResult]] = [[] for _ in texts]
-    for k, result in app.service.stream(texts, target, gone=request.gone):
+    for k, result in app.service.stream(texts, target, gone=request.gone, unwrap=unwrap):
         items[k].append(result)
     answers = [{"text": join_results(results), "sentences": [_sentence(r) for r in results]} for results in items]
     elapsed = round(1000 * (time.perf_counter() - started), 1)

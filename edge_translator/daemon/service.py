@@ -164,8 +164,8 @@ class Service:
         """When a request starting now must be done (``time.monotonic()`` seconds)."""
         return time.monotonic() + self.limits.timeout
 
-    def submit(self, texts: list[str], target: str, deadline: float) -> list[Submission]:
-        """Queue every text with interactive priority.
+    def submit(self, texts: list[str], target: str, deadline: float, unwrap: bool = True) -> list[Submission]:
+        """Queue every text with interactive priority (``unwrap``: see :attr:`.TranslateOptions.unwrap`).
 
         The first text does not wait for room in the queue: a full queue answers at once.
         The request's later texts wait for room (the request's own earlier texts make it)
@@ -175,7 +175,7 @@ class Service:
             HTTPError: 503 (with ``Retry-After``) when the queue is full or the server stops;
                 400 for text the core refuses.
         """
-        options = TranslateOptions(target=target, repetition_guard=self.repetition_guard)
+        options = TranslateOptions(target=target, repetition_guard=self.repetition_guard, unwrap=unwrap)
         submissions: list[Submission] = []
         try:
             for text in texts:
@@ -282,7 +282,7 @@ class Service:
             todo = retry
         return [text or "" for text in out]
 
-    def stream(self, texts: list[str], target: str, gone: Callable[[], bool] | None = None
+    def stream(self, texts: list[str], target: str, gone: Callable[[], bool] | None = None, unwrap: bool = True
                ) -> Iterator[tuple[int, SentenceResult]]:
         """Submit now (so a full queue or bad text raises here), then return a generator of
         ``(text index, sentence)`` as each sentence is done, text by text in input order.
@@ -290,7 +290,7 @@ class Service:
         Closing the generator cancels what is left.
         """
         deadline = self.deadline()
-        return self._stream(self.submit(texts, target, deadline), texts, gone, deadline)
+        return self._stream(self.submit(texts, target, deadline, unwrap), texts, gone, deadline)
 
     def _stream(self, submissions: list[Submission], texts: list[str], gone, deadline: float):
         handle, reason = self.watchdog.watch(submissions, deadline, gone)

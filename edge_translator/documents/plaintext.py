@@ -4,30 +4,29 @@ The file is read line by line (:func:`textio.lines`), so memory does not grow wi
 size. Blank lines, each line's leading indentation, list markers and line endings are
 copied as they are; only the words between them are translated.
 
-How lines become segments (one simple rule, applied as the lines stream past):
+How lines become segments: by the core's unwrapping rule (:mod:`edge_translator.core.unwrap`),
+the one every face uses, applied to each block of lines as the lines stream past.
 
-* A line with no letter (blank, ``-----``, ``* * *``, ``2024``) is copied, not translated.
+* A line with no letter (blank, ``-----``, ``* * *``, ``2024``) is copied, not translated,
+  and ends the block.
 * A list item (``- ``, ``* ``, ``+ ``, ``•``, ``1.``, ``2)``, ``(3)``, ``a)`` and a space)
   starts a new segment; its marker is kept out of the text and copied.
-* Otherwise a line *continues* the previous one (hard-wrapped prose) when the previous
-  line is at least :data:`WRAP_MIN` characters long, does not end a sentence
-  (``. ! ? : ; …`` or their CJK forms, maybe followed by a closing quote or bracket), and
-  this line has the paragraph's indentation (for a list item: its indentation, or the
-  hanging indentation under the item's text).
-* Short lines and lines that end a sentence (verse, addresses, headings, one sentence per
-  line) are therefore each a segment of their own.
+* A line continues the segment before it when the rule says it only wraps that paragraph
+  (:func:`~edge_translator.core.unwrap.continuations`); verse, addresses, headings, code
+  and one sentence per line stay a segment a line. Joined lines meet with a space, or
+  with nothing where a word was hyphenated across the break ("transla-" "tion").
 
-A segment of several lines has their texts joined by single spaces, and its translation
-is written back as ONE line: the first line's indentation and marker, the translation,
-then the last line's trailing spaces and line ending. A translation equal to the joined
-text gives the original lines back byte for byte, so an untranslated file is unchanged.
+A segment of several lines is written back as ONE line: the first line's indentation and
+marker, the translation, then the last line's trailing spaces and line ending. A
+translation equal to the joined text gives the original lines back byte for byte, so an
+untranslated file is unchanged.
 
-Limitations: the rule is a heuristic. Verse with long lines that end in commas is joined
-like prose; prose hard-wrapped narrower than :data:`WRAP_MIN` stays one segment per line;
-a word hyphenated across a line break is joined as ``well- known``; indented code is
-translated like prose. A segment stops growing at :data:`MAX_LINES` lines or
-:data:`MAX_CHARS` characters and the next one starts at a line boundary, so a paragraph
-of megabytes is never held whole; one enormous line, though, is read whole.
+Limits: those of the rule; and the page furniture of text from a PDF (a page number, a
+running header) is a line of its own here, so a paragraph across a page break is two
+segments. A block is judged :data:`MAX_BLOCK` lines at a time, a segment stops growing at
+:data:`MAX_LINES` lines or :data:`MAX_CHARS` characters and the next one starts at a line
+boundary, so a paragraph of megabytes is never held whole; one enormous line, though, is
+read whole.
 """
 
 from __future__ import annotations
@@ -38,18 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from ..core.unwrap import continuations, glue
 from . import textio
 from .base import FormatOptions, Segment, Translated
 
-WRAP_MIN = 40
-"""The shortest line (indentation included) that hard-wrapped prose may continue past."""
+MAX_BLOCK = 200
+"""Lines of one block judged together (a longer block is judged in parts)."""
 MAX_LINES = 50
 """A segment holds at most this many lines."""
 MAX_CHARS = 4000
 """A segment holds at most this many characters of text (a longer single line excepted)."""
 
 _MARKER = re.compile(r"(?:[-*+•‣◦▪–]|\d{1,3}[.)]|\(\d{1,3}\)|[a-z]\))[ \t]+")
-_ENDS_SENTENCE = re.compile(r"[.!?:;…。！？；：][\"'”’)\]}»」』]*\Z")
 _BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -85,7 +84,11 @@ class _Group:
 
     @property
     def text(self) -> str:
-        return " ".join(line.body for line in self.lines)
+        text = self.lines[0].body
+        for line in self.lines[1:]:
+            drop, between = glue(text, line.body)
+            text = text[:len(text) - drop] + between + line.body
+        return text
 
 
 def _parse(line: str) -> _Line:
@@ -110,37 +113,38 @@ def _hanging(first: _Line) -> str:
     return " " * len(first.prefix) if first.is_item else first.indent
 
 
-def _continues(lines: list[_Line], chars: int, line: _Line) -> bool:
-    """Whether ``line`` is hard-wrapped prose that continues the segment ``lines``."""
-    first, prev = lines[0], lines[-1]
-    if len(lines) >= MAX_LINES or chars + 1 + len(line.body) > MAX_CHARS or line.is_item:
-        return False
-    if line.prefix not in (first.indent, _hanging(first)):
-        return False
-    return len(prev.prefix) + len(prev.body) >= WRAP_MIN and not _ENDS_SENTENCE.search(prev.body)
+def _groups(block: list[tuple[int, _Line]]) -> Iterator[_Group]:
+    """The segments of one block of lines with letters: lines joined where the rule says."""
+    joins = continuations([line.raw.rstrip("\r\n") for _, line in block])
+    group, start, chars = [block[0][1]], block[0][0], len(block[0][1].body)
+    for (number, line), joined in zip(block[1:], joins):
+        if joined and len(group) < MAX_LINES and chars + 1 + len(line.body) <= MAX_CHARS:
+            group.append(line)
+            chars += 1 + len(line.body)
+            continue
+        yield _Group(tuple(group), start)
+        group, start, chars = [line], number, len(line.body)
+    yield _Group(tuple(group), start)
 
 
 def _pieces(path: Path, encoding: textio.TextEncoding) -> Iterator[str | _Group]:
     """The file as a stream of literal lines (``str``) and segments (:class:`_Group`)."""
-    group: list[_Line] = []
-    start = chars = 0
-    number = 0
+    block: list[tuple[int, _Line]] = []
     for number, raw in enumerate(textio.lines(path, encoding), 1):
         line = _parse(raw)
-        if not _has_letter(line.body):
-            if group:
-                yield _Group(tuple(group), start)
-                group = []
-            yield raw
-        elif group and _continues(group, chars, line):
-            group.append(line)
-            chars += 1 + len(line.body)
-        else:
-            if group:
-                yield _Group(tuple(group), start)
-            group, start, chars = [line], number, len(line.body)
-    if group:
-        yield _Group(tuple(group), start)
+        if _has_letter(line.body):
+            block.append((number, line))
+            if len(block) < MAX_BLOCK:
+                continue
+            yield from _groups(block)
+            block = []
+            continue
+        if block:
+            yield from _groups(block)
+            block = []
+        yield raw
+    if block:
+        yield from _groups(block)
 
 
 @dataclass(frozen=True)
