@@ -23,6 +23,7 @@ from .errors import InputError
 from .greedybatch import LENGTH, RepetitionGuard
 from .locations import DEFAULT_MODEL, ENV_MODEL, models_dir, resolve_model  # noqa: F401 - re-exported
 from .sessions import physical_cores
+from .punctuation import chinese_punctuation
 from .text import Segment, segment
 from .unwrap import unwrap_edits
 from .ticket import Outcome, Request, Ticket, Timing
@@ -158,7 +159,7 @@ class Submission:
 
     def _finish(self, index: int, outcome: Outcome) -> SentenceResult:
         hyp = outcome.hypothesis
-        text = self._translator.tokenizer.decode(hyp.ids)
+        text = chinese_punctuation(self._translator.tokenizer.decode(hyp.ids))
         if hyp.stop == LENGTH:
             logger.warning("translation of %r reached the length limit (%d tokens)",
                            self._segments[index].text[:60], len(hyp.ids))
@@ -305,8 +306,8 @@ class Translator:
             keys[i] = key
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is not None:
-                ready[i] = SentenceResult(source, hit.text, hit.ids, hit.stop, seg.separator, options, span,
-                                          hit.score, None, True)
+                ready[i] = SentenceResult(source, chinese_punctuation(hit.text), hit.ids, hit.stop, seg.separator,
+                                          options, span, hit.score, None, True)
             elif key in first_row:
                 rows[i] = first_row[key]
             else:

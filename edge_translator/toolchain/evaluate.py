@@ -7,6 +7,7 @@ Pairs are a UTF-8 TSV: either Tatoeba's four columns ``cmn_id, zh, en_id, en`` (
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -16,15 +17,21 @@ from .pairs import read_eval_pairs
 logger = logging.getLogger(__name__)
 
 
+#: An ASCII mark beside a Han character, as Chinese text does not write it (not between digits).
+_ASCII_BESIDE_HAN = re.compile(r"[\u4e00-\u9fff][,.?!:;()]|[,.?!:;()][\u4e00-\u9fff]")
+
+
 def score(hypotheses: list[str], references: list[str]) -> dict:
-    """sacrebleu corpus BLEU (``tokenize="zh"``) and chrF."""
+    """sacrebleu corpus BLEU (``tokenize="zh"``) and chrF, and how many outputs hold an ASCII
+    mark beside a Han character (``ascii_punctuation``)."""
     require("sacrebleu", "eval")
     from sacrebleu.metrics import BLEU, CHRF
 
     bleu, chrf = BLEU(tokenize="zh"), CHRF()
     return {"bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
             "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
-            "sentences": len(references), "signature": str(bleu.get_signature())}
+            "sentences": len(references), "signature": str(bleu.get_signature()),
+            "ascii_punctuation": sum(1 for h in hypotheses if _ASCII_BESIDE_HAN.search(h))}
 
 
 def evaluate_bundle(bundle: str | Path, pairs: str | Path, limit: int | None = None, threads: int | None = None,
