@@ -564,9 +564,7 @@ def full_queue(demo_parts):
         worker = threading.Thread(target=lambda: first.update(
             answer=client.json("POST", "/translate", {"q": "One. Two. Three. Four.", "target": "zh"})))
         worker.start()
-        deadline = time.monotonic() + 10
-        while translator.engine.queued < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: translator.engine.queued >= 3, 10, "the first request's sentences to fill the queue")
         yield client
         decoder.gate.set()
         worker.join(30)
