@@ -13,7 +13,9 @@ reporting.
 
 Metric: a row is right when :meth:`~edge_translator.core.dictionary.Dictionary.best` returns
 one of its accepted headwords; no answer is wrong. Also reported: coverage (any answer),
-precision (right among answered) and top-3 (an accepted headword among the first three).
+precision (right among answered), top-3 (an accepted headword among the first three), the
+main-sense variant (only the HSK words whose first definition the row is) and a looser one
+(also right when the answer's own first CC-CEDICT sense is the row's English).
 """
 
 from __future__ import annotations
@@ -120,8 +122,8 @@ def word_sample(rows: list[tuple[str, str, str]], english: English, min_zipf: fl
 
 
 def is_term(words: list[str], english: English) -> bool:
-    """Whether 2–3 words make a noun compound (nouns and adjectives before a noun, "plastic
-    bag") or a phrasal verb (a verb and particles, "give up", "look after")."""
+    """Whether 2–3 words make a noun compound (nouns, adjectives or verbs before a noun:
+    "plastic bag", "open file") or a phrasal verb (a verb and particles: "give up")."""
     if len(words) not in (2, 3) or _FUNCTION & set(words):
         return False
     if english.base(words[0], ("VERB",)) and all(w in PARTICLES for w in words[1:]):
