@@ -1,5 +1,5 @@
-"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``schemes``, ``eval``, ``shortlist``,
-``shortlist-curve``, ``upgrade``.
+"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``harvest-software``, ``schemes``,
+``eval``, ``shortlist``, ``shortlist-curve``, ``upgrade``.
 
 Argument parsing and printing only. Each command imports the toolchain module that does
 its work when it runs, so declaring these subcommands needs neither torch, transformers
@@ -85,6 +85,17 @@ def add_parsers(sub) -> None:
     td.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                     help=f"weights per scale for q8/q4 (default {DEFAULT_BLOCK_SIZE})")
     td.set_defaults(func=cmd_train_demo)
+
+    hs = sub.add_parser("harvest-software", help="software and interface text for train-demo: the zh_CN and zh_TW "
+                        "gettext catalogs of Debian packages as cleaned pairs, with held-out packages (extra 'train')")
+    hs.add_argument("out", nargs="?", help="folder to write: software.tsv, software-test.tsv, software-dev.tsv, "
+                    "software-sources.json (e.g. work/software)")
+    hs.add_argument("--debs", metavar="DIR", help="where the packages' .deb files are, downloaded there with "
+                    "`apt-get download` when missing (default OUT/debs)")
+    hs.add_argument("--installed", action="store_true", help="read the packages installed on this machine instead "
+                    "of .deb files")
+    hs.add_argument("--print-packages", action="store_true", help="print the package list (for apt-get) and exit")
+    hs.set_defaults(func=cmd_harvest_software)
 
     sc = sub.add_parser("schemes", help="export and score every weight scheme (none, int8, q8, q4 per block "
                         "size) on held-out pairs, and say which to ship (extras 'export', 'eval')")
@@ -278,6 +289,28 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
         (work / "words.json").write_text(json.dumps(words, indent=2, ensure_ascii=False), encoding="utf-8")
         print(f"single words right: {words['right']} of {words['words']} ({words['accuracy']:.1%})")
         print(f"wrote {write_model_card(out, work, Path(out).name, Path(args.checkpoint) if args.checkpoint else None)}")
+    return 0
+
+
+def cmd_harvest_software(args: argparse.Namespace) -> int:
+    """Harvest Debian's Chinese gettext catalogs into training and held-out pairs."""
+    from . import softwaredata
+
+    if args.print_packages:
+        print(" ".join(softwaredata.package_names()))
+        return 0
+    if not args.out:
+        raise InputError("harvest-software needs OUT, the folder to write (e.g. work/software)")
+    files = softwaredata.harvest(Path(args.out), debs=Path(args.debs) if args.debs else None,
+                                 installed=args.installed)
+    import json
+
+    totals = json.loads(files["sources"].read_text(encoding="utf-8"))["totals"]
+    print(f"{totals['packages']} packages, {sum(totals['raw_entries'].values())} catalog entries, "
+          f"{totals['pairs']} clean pairs")
+    for split in ("train", "test", "dev"):
+        print(f"{split:5s} {totals[split]:7d} pairs  {files[split]}")
+    print(f"sources, licences and drops: {files['sources']}")
     return 0
 
 
