@@ -437,3 +437,46 @@ def test_harvest_writes_the_tables_and_the_sources_json(tmp_path):
               section="non-free/games")
     with pytest.raises(ExportError, match="nonfree-data is in Debian's non-free, not main"):
         softwaredata.harvest(tmp_path / "out2", debs=tmp_path / "bad", names=["nonfree-data"], heldout={})
+
+
+PAGE = """<page xmlns="http://projectmallard.org/1.0/" id="save">
+  <info>
+    <credit type="author"><name>{author}</name></credit>
+    <desc>{desc}</desc>
+    <title type="sort">zzz</title>
+  </info>
+  <title>{title}</title>
+  <p>{p1}</p>
+  <steps><item><p>{p2}</p></item></steps>
+  <code>make install</code>
+</page>"""
+EN_PAGE = dict(author="Jane Doe", desc="Keep your changes.", title="Save a file",
+               p1="Click the <gui>Save</gui> button\n   to keep your changes.", p2="Press <key>Ctrl</key>.")
+ZH_PAGE = dict(author="张三", desc="保留您的更改。", title="保存文件",
+               p1="单击<gui>保存</gui>按钮以保留您的更改。", p2="按 <key>Ctrl</key>。")
+
+
+def test_help_pages_pair_block_by_block():
+    from edge_translator.toolchain import helppages
+
+    en, zh = PAGE.format(**EN_PAGE).encode(), PAGE.format(**ZH_PAGE).encode()
+    assert helppages.page_pairs(en, zh) == [
+        ("Keep your changes.", "保留您的更改。"), ("Save a file", "保存文件"),
+        ("Click the Save button to keep your changes.", "单击保存按钮以保留您的更改。"), ("Press Ctrl.", "按 Ctrl。")]
+    shorter = PAGE.replace("<steps><item><p>{p2}</p></item></steps>", "").format(**ZH_PAGE).encode()
+    assert helppages.page_pairs(en, shorter) is None
+    assert helppages.page_pairs(en, b"<page><p>broken") is None
+
+
+def test_harvest_package_reads_help_pages_with_their_english_original(tmp_path):
+    data = tree(tmp_path, "app-help", "app", {cn("app"): [("Open", "打开")]})
+    for folder, values in (("C", EN_PAGE), ("zh_CN", ZH_PAGE), ("zh_TW", ZH_PAGE)):
+        path = f"/usr/share/help/{folder}/app/save.page"
+        target = data.path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(PAGE.format(**values), encoding="utf-8")
+        if folder != "zh_TW":  # a translation without its original is not read
+            data.files.append(path)
+    result = softwaredata.harvest_package([data], t2s=identity, tw2sp=identity)
+    assert ("app", "单击保存按钮以保留您的更改。", "", "Click the Save button to keep your changes.") in result.rows
+    assert len(result.rows) == 5 and result.report["help"] == {"pages": 1, "mismatched_pages": 0, "blocks": 4}

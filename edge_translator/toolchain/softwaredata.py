@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import ExportError, InputError, require
-from . import gettextdata
+from . import gettextdata, helppages
 from .traindata import TRAIN_COLUMNS, clean_training, held_keys, write_tsv
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 #: The Debian bookworm packages harvested (each ships zh_CN and/or zh_TW gettext catalogs),
 #: by kind. ISO code names (iso-codes) and keyboard layouts are left out: names, not text.
 PACKAGES: dict[str, tuple[str, ...]] = {
-    "gnome": ("libgtk-3-common", "libgtk2.0-common", "libgtk-4-common", "libglib2.0-data",
+    "gnome": ("gnome-user-docs", "libgtk-3-common", "libgtk2.0-common", "libgtk-4-common", "libglib2.0-data",
               "gsettings-desktop-schemas", "nautilus-data", "gedit-common", "evolution-common",
               "evolution-data-server-common", "gnome-control-center-data", "gnome-shell-common", "totem-common",
               "rhythmbox-data", "evince-common", "gnome-software-common", "gnome-terminal-data",
@@ -58,6 +58,7 @@ HELDOUT: dict[str, tuple[str, ...]] = {
     "dev": ("meld", "sed"),
 }
 _LOCALE = re.compile(r"/(zh[_-](?:CN|TW|Hans|Hant))/LC_MESSAGES/([^/]+)\.(mo|po)$")
+_HELP = re.compile(r"^/usr/share/help/(zh_CN|zh_TW)/(.+\.page)$")
 _SIMPLIFIED = ("zh_CN", "zh-CN", "zh_Hans", "zh-Hans")
 
 
@@ -217,6 +218,19 @@ def catalogs(tree: PackageTree) -> dict[str, dict[str, str]]:
     return found
 
 
+def help_pages(tree: PackageTree) -> dict[str, dict[str, tuple[str, str]]]:
+    """``{"hans"|"hant": {page: (english path, chinese path)}}``: the package's translated
+    Mallard help pages (``/usr/share/help/zh_CN/APP/x.page``) that have an English original."""
+    files = set(tree.files)
+    found: dict[str, dict[str, tuple[str, str]]] = {"hans": {}, "hant": {}}
+    for path in tree.files:
+        match = _HELP.match(path)
+        if match and f"/usr/share/help/C/{match.group(2)}" in files:
+            found["hans" if match.group(1) == "zh_CN" else "hant"][match.group(2)] = (
+                f"/usr/share/help/C/{match.group(2)}", path)
+    return found
+
+
 def read_catalog(path: Path) -> list[gettextdata.CatalogEntry]:
     """A ``.mo`` or ``.po`` file's messages."""
     if path.suffix == ".po":
@@ -242,7 +256,9 @@ def harvest_package(trees: list[PackageTree], t2s: Callable[[str], str], tw2sp: 
 
     A message of a Simplified catalog gives ``zh_hans`` (through OpenCC ``t2s``: some
     zh_CN catalogs hold Traditional characters); the same message (domain, context,
-    English) in a Traditional catalog gives ``zh_hant``, left empty when there is none. A
+    English) in a Traditional catalog gives ``zh_hant``, left empty when there is none. The
+    blocks of translated help pages (:mod:`.helppages`) are messages too, with the page as
+    their domain. A
     message found only in a Traditional catalog gives both, its Simplified text through
     OpenCC ``tw2sp`` (Taiwan phrases to Mainland ones: 檔案 → 文件). ``docs`` is passed to
     :func:`package_licences`.
@@ -251,6 +267,7 @@ def harvest_package(trees: list[PackageTree], t2s: Callable[[str], str], tw2sp: 
     report = {"name": name, "binaries": [{"name": t.name, "version": t.version, "section": t.section,
                                           **package_licences(t, docs)} for t in trees],
               "catalogs": [], "raw_entries": {"zh_CN": 0, "zh_TW": 0},
+              "help": {"pages": 0, "mismatched_pages": 0, "blocks": 0},
               "drops": {"zh_CN": Counter(), "zh_TW": Counter()}, "errors": []}
     report.update({k: report["binaries"][0][k] for k in ("version", "licence", "translations")})
     pairs: dict[str, dict[tuple, str]] = {"hans": {}, "hant": {}}
@@ -268,6 +285,20 @@ def harvest_package(trees: list[PackageTree], t2s: Callable[[str], str], tw2sp: 
                 report["raw_entries"][locale] += len(entries)
                 for context, en, zh in gettextdata.entry_pairs(entries, report["drops"][locale], options):
                     pairs[script].setdefault((domain, context, en), zh)
+        for script, locale in (("hans", "zh_CN"), ("hant", "zh_TW")):
+            for page, (original, translated) in sorted(help_pages(tree)[script].items()):
+                blocks = helppages.page_pairs(tree.path(original).read_bytes(), tree.path(translated).read_bytes())
+                if blocks is None:
+                    report["help"]["mismatched_pages"] += 1
+                    continue
+                report["help"]["pages"] += 1
+                report["help"]["blocks"] += len(blocks)
+                for en, zh in blocks:
+                    result = gettextdata.clean_pair(en, zh, options)
+                    if isinstance(result, str):
+                        report["drops"][locale][result] += 1
+                    else:
+                        pairs[script].setdefault((f"help:{page}", None, result[0]), result[1])
     rows = []
     for key, zh in pairs["hans"].items():
         rows.append((name, t2s(zh), pairs["hant"].get(key, ""), key[2]))
