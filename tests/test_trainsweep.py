@@ -154,8 +154,8 @@ def test_software_share_and_the_dev_criterion():
 def _tiny_data(work: Path, harvest: Path | None = None) -> dict[str, Path]:
     """``WORK/data`` as prepare_data writes it, made by hand (no corpus packages needed)."""
     data = work / "data"
-    rows = [("tatoeba", zh, zh, en) for _, zh, _, en in TATOEBA[2:]] + \
-        [("software:gimp", zh, zh_t or zh, en) for _, zh, zh_t, en in SOFTWARE]
+    rows = ([("tatoeba", zh, zh, en) for _, zh, _, en in TATOEBA[2:]]
+            + [("software:gimp", zh, zh_t or zh, en) for _, zh, zh_t, en in SOFTWARE]) * 20  # 40 epochs last
     files = {"train": _write(data / "train.tsv", rows), "dev": _write(data / "dev.tsv", TATOEBA[:6]),
              "test": _write(data / "test.tsv", TATOEBA[6:8]), "heldout": _write(data / "heldout.tsv", [("cat", "猫")]),
              "software_test": _write(data / "software-test.tsv", SOFTWARE[:2]),
@@ -222,9 +222,16 @@ def test_train_sweep_trains_exports_scores_and_times_each_shape(tmp_path, tiny_i
     mtime = (work / "one" / "result.json").stat().st_mtime
     again = run_cli(*args)
     assert again.returncode == 0 and (work / "one" / "result.json").stat().st_mtime == mtime
+    # a longer budget trains a finished shape on from its last checkpoint
+    steps = summary["shapes"]["one"]["steps"]
+    longer = run_cli(*args[:4], "--minutes", "0.06", *args[8:])
+    assert longer.returncode == 0, longer.stderr.decode()[-3000:]
+    one = json.loads((work / "sweep.json").read_text(encoding="utf-8"))["shapes"]["one"]
+    assert one["steps"] > steps and one["options"]["time_budget_minutes"] == 0.06 and one["minutes"] >= 0.06
+    assert one["history"][0] == summary["shapes"]["one"]["history"][0]
     # the same name with another shape is refused, not mixed into the old run
     other = run_cli(*args[:3], "one:w32,e1,d1,h2,ffn32,sv40,tv60", *args[6:])
-    assert other.returncode != 0 and "was started with other options (d_model)" in other.stderr.decode()
+    assert other.returncode != 0 and "was started with other options (d_model" in other.stderr.decode()
 
 
 def test_model_card_lists_the_software_packages_by_licence_and_the_held_out_ones(tmp_path, tiny_int8):

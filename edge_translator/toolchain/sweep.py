@@ -9,7 +9,8 @@ training files of :func:`.train.train_model` (``hf/``, ``ckpt/``, ``progress.log
 ``train.log`` (its process's output), ``int8r/`` (its best checkpoint as an int8r bundle) and
 ``result.json``. Each shape trains in a process of its own, ``parallel`` at a time; the bundles
 are timed together once every shape is done, and ``sweep.json`` and ``sweep.md`` are written.
-Every stage is skipped when its output is there, so running the same command again resumes.
+Every stage is skipped when its output is there, so running the same command again resumes;
+given a longer ``--minutes``, a finished shape trains on from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -240,8 +241,17 @@ def _prepare_run(work: Path, name: str, opts: TrainOptions, files: dict[str, Pat
         before = json.loads(path.read_text(encoding="utf-8"))
         if before["options"] != spec["options"]:
             changed = sorted(k for k in spec["options"] if before["options"].get(k) != spec["options"][k])
-            raise InputError(f"{run_dir} was started with other options ({', '.join(changed)}); "
-                             "give the shape another name or remove that folder")
+            longer = changed == ["time_budget_minutes"] and \
+                opts.time_budget_minutes > before["options"]["time_budget_minutes"]
+            if not longer:
+                raise InputError(f"{run_dir} was started with other options ({', '.join(changed)}); "
+                                 "give the shape another name or remove that folder")
+            if _locked(run_dir):
+                raise InputError(f"{run_dir} is training in another process; give it a longer budget once it ends")
+            # a longer budget goes on from the shape's last checkpoint, its schedule unchanged
+            for stale in (run_dir / "result.json", run_dir / "ckpt" / "done.json"):
+                stale.unlink(missing_ok=True)
+            path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     else:
         path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     _tokenizers(work, opts, files["train"], run_dir / "hf")
