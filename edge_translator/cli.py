@@ -66,8 +66,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 #: its module, what it is called in that answer, the extra, and its commands.
 _LAYERS = (
     ("edge_translator.toolchain.command", "the toolchain", "export",
-     ("export", "test-model", "train-demo", "schemes", "eval", "shortlist", "shortlist-curve", "upgrade",
-      "build-dictionary", "eval-dictionary")),
+     ("export", "test-model", "train-demo", "train-sweep", "harvest-software", "schemes", "eval", "shortlist",
+      "shortlist-curve", "upgrade", "build-dictionary", "eval-dictionary")),
     ("edge_translator.store.command", "the model store", "convert", ("models",)),
     ("edge_translator.daemon.command", "the server", "serve", ("serve",)),
     ("edge_translator.documents.command", "the document translator", "docs", ("docs", "tm")),

@@ -108,7 +108,7 @@ def test_a_build_without_a_layer_still_lists_its_commands_and_names_the_extra(mo
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     listing = capsys.readouterr().out
-    assert listing.count("not in this build") == 18 and "bench-request" in listing and "shortlist-curve" in listing
+    assert listing.count("not in this build") == 20 and "bench-request" in listing and "shortlist-curve" in listing
     assert "not in this build (pip install 'edge-translator[export]')" in listing
     assert "translate text" in listing and "run the offline translation server" in listing  # kept layers unchanged
     for argv, extra, what in ((["export", "--help"], "export", "the toolchain"),

@@ -49,8 +49,9 @@ def _startup_s(bundle: Path) -> float:
     return time.perf_counter() - start
 
 
-def _batch1(bundle: Path, sentences: list[str]) -> tuple[float, float]:
-    """(tokens/s, sentences/s) translating one sentence at a time on one thread."""
+def batch1_speed(bundle: Path, sentences: list[str]) -> tuple[float, float]:
+    """(tokens/s, sentences/s) translating one sentence at a time on one thread (also what
+    ``train-sweep`` times its bundles with)."""
     import sentencepiece
 
     from ..core.translator import Translator
@@ -75,7 +76,7 @@ def compare(bundles: dict[str, Path], sentences: list[str], options: ModelBenchO
     for round_ in range(options.rounds):
         for name, path in (order if round_ % 2 == 0 else order[::-1]):
             samples[name]["startup"].append(_startup_s(path))
-            tok_s, sent_s = _batch1(path, sentences[:options.batch1_sentences])
+            tok_s, sent_s = batch1_speed(path, sentences[:options.batch1_sentences])
             samples[name]["tok_s"].append(tok_s)
             samples[name]["sent_s"].append(sent_s)
     rows = {}

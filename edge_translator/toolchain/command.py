@@ -1,5 +1,6 @@
-"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``schemes``, ``eval``, ``shortlist``,
-``shortlist-curve``, ``upgrade``, ``build-dictionary``, ``eval-dictionary``.
+"""The toolchain's subcommands: ``export``, ``test-model``, ``train-demo``, ``train-sweep``,
+``harvest-software``, ``schemes``, ``eval``, ``shortlist``, ``shortlist-curve``, ``upgrade``,
+``build-dictionary``, ``eval-dictionary``.
 
 Argument parsing and printing only. Each command imports the toolchain module that does
 its work when it runs, so declaring these subcommands needs neither torch, transformers
@@ -84,7 +85,50 @@ def add_parsers(sub) -> None:
                     help=f"weights of the exported bundle (default {DEFAULT_SCHEME})")
     td.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                     help=f"weights per scale for q8/q4 (default {DEFAULT_BLOCK_SIZE})")
+    td.add_argument("--shape", metavar="SPEC", help="the model's shape, e.g. w256,e6,d2,h4,ffn1024,sv6000,tv10000: "
+                    "d_model, encoder and decoder layers, heads, FFN, source and target pieces; sw0.5 takes half "
+                    "the software rows into each epoch (default w256,e6,d3,h4,ffn1024,sv6000,tv10000)")
+    _software_arguments(td)
+    td.add_argument("--eval-minutes", type=float, metavar="M",
+                    help="score the dev splits every M minutes of training instead of after each epoch")
+    td.add_argument("--warmup", type=int, default=500, metavar="STEPS", help="warm-up steps (default 500)")
     td.set_defaults(func=cmd_train_demo)
+
+    ts = sub.add_parser("train-sweep", help="short, equal training runs of several model shapes on the same data, "
+                        "compared on dev BLEU (Tatoeba and software) and batch-1 speed (extra 'train')")
+    ts.add_argument("work", help="the sweep's folder: data/, tokenizers/, one folder per shape, sweep.json and "
+                    "sweep.md (resumable: run the same command again)")
+    ts.add_argument("--shape", action="append", required=True, metavar="NAME:SPEC",
+                    help="a shape to train (repeat): NAME:w256,e6,d3,h4,ffn1024,sv6000,tv10000 (h defaults to "
+                    "w/64, ffn to 4w; sw0.5 takes half the software rows into each epoch)")
+    ts.add_argument("--minutes", type=float, default=45.0,
+                    help="training budget of each shape, CPU time over its threads (default 45)")
+    ts.add_argument("--threads", type=int, default=1, help="torch threads of each shape (default 1)")
+    ts.add_argument("--parallel", type=int, default=2, help="shapes trained at once (default 2)")
+    ts.add_argument("--eval-minutes", type=float, default=9.0, help="dev BLEU every M minutes of training (9)")
+    ts.add_argument("--warmup", type=int, default=200, help="warm-up steps of every shape (default 200)")
+    ts.add_argument("--batch-tokens", type=int, default=2500, help="tokens per batch of every shape (default 2500, "
+                    "half a long run's: more updates in a short run)")
+    ts.add_argument("--lr", type=float, default=1e-3, help="peak learning rate of every shape (default 0.001)")
+    ts.add_argument("--seed", type=int, default=1)
+    _software_arguments(ts)
+    ts.add_argument("--reference", metavar="BUNDLE", help="a bundle scored and timed beside the shapes "
+                    "(default: the embedded model; 'none' for none)")
+    ts.add_argument("--rounds", type=int, default=3, help="timing rounds over all bundles (default 3)")
+    ts.add_argument("--sentences", type=int, default=60,
+                    help="prose sentences each bundle translates one at a time per round (default 60)")
+    ts.set_defaults(func=cmd_train_sweep)
+
+    hs = sub.add_parser("harvest-software", help="software and interface text for train-demo: the zh_CN and zh_TW "
+                        "gettext catalogs of Debian packages as cleaned pairs, with held-out packages (extra 'train')")
+    hs.add_argument("out", nargs="?", help="folder to write: software.tsv, software-test.tsv, software-dev.tsv, "
+                    "software-sources.json (e.g. work/software)")
+    hs.add_argument("--debs", metavar="DIR", help="where the packages' .deb files are, downloaded there with "
+                    "`apt-get download` when missing (default OUT/debs)")
+    hs.add_argument("--installed", action="store_true", help="read the packages installed on this machine instead "
+                    "of .deb files")
+    hs.add_argument("--print-packages", action="store_true", help="print the package list (for apt-get) and exit")
+    hs.set_defaults(func=cmd_harvest_software)
 
     sc = sub.add_parser("schemes", help="export and score every weight scheme (none, int8, q8, q4 per block "
                         "size) on held-out pairs, and say which to ship (extras 'export', 'eval')")
@@ -271,15 +315,51 @@ def cmd_test_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _software_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--software", default="work/software", metavar="DIR",
+                        help="a harvest-software output whose software text joins the data (default work/software; "
+                        "write it with `edge-translator harvest-software DIR`)")
+    parser.add_argument("--no-software", action="store_true",
+                        help="train without the software text (as the model shipped before it was)")
+    parser.add_argument("--software-share", type=float, metavar="F",
+                        help="share of the software rows taken into each epoch (default 1: all)")
+
+
+def _software_dir(args: argparse.Namespace) -> Path | None:
+    """The harvest folder, or None with --no-software (checked before any work starts)."""
+    from .traindata import software_files
+
+    if args.no_software:
+        return None
+    software_files(Path(args.software))
+    return Path(args.software)
+
+
+def _train_options(args: argparse.Namespace, **extra):
+    """TrainOptions from the flags train-demo and train-sweep share."""
+    from .sweep import parse_shape
+    from .train import TrainOptions
+
+    values = dict(seed=args.seed, warmup=args.warmup, eval_minutes=args.eval_minutes, **extra)
+    if args.software_share is not None:
+        values["software_share"] = args.software_share
+    try:
+        base = TrainOptions(**values)
+        return base if not getattr(args, "shape_spec", None) else parse_shape(f"model:{args.shape_spec}", base)[1]
+    except ValueError as exc:
+        raise InputError(f"{exc}; see edge-translator {args.command} --help") from None
+
+
 def cmd_train_demo(args: argparse.Namespace) -> int:
     """Train, export and evaluate the small embedded demo model."""
     from ..core.bundle import load_bundle
     from .schemes import SchemeOptions, evaluate_choices, variants
-    from .train import TrainOptions, evaluate_words, run, save_checkpoint
+    from .train import evaluate_words, run, save_checkpoint
 
-    options = TrainOptions(seed=args.seed, time_budget_minutes=args.minutes, threads=args.threads)
+    args.shape_spec = args.shape
+    options = _train_options(args, time_budget_minutes=args.minutes, threads=args.threads)
     out = run(args.work, args.out, options, force=args.force, quantize=_scheme(args),
-              heldout_out=Path(args.heldout) if args.heldout else None)
+              heldout_out=Path(args.heldout) if args.heldout else None, software=_software_dir(args))
     _print_summary(out)
     if args.checkpoint:
         print(f"kept float16 checkpoint in {save_checkpoint(Path(args.work) / 'hf', args.checkpoint, args.force)}")
@@ -301,6 +381,63 @@ def cmd_train_demo(args: argparse.Namespace) -> int:
         (work / "words.json").write_text(json.dumps(words, indent=2, ensure_ascii=False), encoding="utf-8")
         print(f"single words right: {words['right']} of {words['words']} ({words['accuracy']:.1%})")
         print(f"wrote {write_model_card(out, work, Path(out).name, Path(args.checkpoint) if args.checkpoint else None)}")
+    return 0
+
+
+def cmd_train_sweep(args: argparse.Namespace) -> int:
+    """Train several shapes for equal budgets and compare them."""
+    from ..core.locations import DEFAULT_MODEL, models_dir
+    from .sweep import SweepOptions, parse_shape, sweep
+
+    if min(args.parallel, args.threads, args.rounds, args.sentences, args.warmup, args.batch_tokens) < 1 or \
+            not (args.minutes > 0 and args.eval_minutes > 0 and args.lr > 0):
+        raise InputError("--minutes, --eval-minutes, --parallel, --threads, --warmup, --batch-tokens, --lr, --rounds "
+                         "and --sentences must be above 0")
+    base = _train_options(args)
+    shapes = {}
+    for text in args.shape:
+        try:
+            name, opts = parse_shape(text, base)
+        except ValueError as exc:
+            raise InputError(f"--shape: {exc}") from None
+        if name in shapes:
+            raise InputError(f"--shape: {name} is given twice")
+        shapes[name] = opts
+    reference = args.reference or str(models_dir() / DEFAULT_MODEL)
+    if reference == "none":
+        reference = None
+    elif not (Path(reference) / "bundle.json").is_file():
+        raise InputError(f"--reference {reference} is not a bundle (no bundle.json); pass 'none' to time none")
+    options = SweepOptions(minutes=args.minutes, threads=args.threads, parallel=args.parallel,
+                           eval_minutes=args.eval_minutes, warmup=args.warmup, batch_tokens=args.batch_tokens,
+                           lr=args.lr, rounds=args.rounds,
+                           speed_sentences=args.sentences, reference=reference)
+    summary = sweep(Path(args.work), shapes, options, software=_software_dir(args), progress=print)
+    from .sweep import render
+
+    print("\n".join(render(summary)))
+    return 0
+
+
+def cmd_harvest_software(args: argparse.Namespace) -> int:
+    """Harvest Debian's Chinese gettext catalogs into training and held-out pairs."""
+    from . import softwaredata
+
+    if args.print_packages:
+        print(" ".join(softwaredata.package_names()))
+        return 0
+    if not args.out:
+        raise InputError("harvest-software needs OUT, the folder to write (e.g. work/software)")
+    files = softwaredata.harvest(Path(args.out), debs=Path(args.debs) if args.debs else None,
+                                 installed=args.installed)
+    import json
+
+    totals = json.loads(files["sources"].read_text(encoding="utf-8"))["totals"]
+    print(f"{totals['packages']} packages, {sum(totals['raw_entries'].values())} catalog entries, "
+          f"{totals['pairs']} clean pairs")
+    for split in ("train", "test", "dev"):
+        print(f"{split:5s} {totals[split]:7d} pairs  {files[split]}")
+    print(f"sources, licences and drops: {files['sources']}")
     return 0
 
 

@@ -13,25 +13,23 @@ TEMPLATE = """# {name}: a small English→Chinese demo model
 
 **What it is.** A small MarianMT model ({parameters:.1f} M parameters: d_model {d_model},
 {encoder_layers} encoder and {decoder_layers} decoder layers, {heads} heads, FFN {ffn}) trained by
-edge-translator itself, on a 2-core CPU, on {train_pairs:,} pairs: short conversational
-sentences and dictionary words and phrases ({source_counts}). It ships inside edge-translator
-so that a fresh, offline install translates out of the box. It is a demo: it knows everyday
-Tatoeba-style sentences and common words, and it will fail on technical, long or unusual
-text. For real work, export the production model opus-mt-en-zh (below).
+edge-translator itself, on a 2-core CPU, on {train_pairs:,} pairs: {kinds_text}
+({source_counts}). It ships inside edge-translator so that a fresh, offline install
+translates out of the box. It is a demo: {knows_text}. For real work, export the production
+model opus-mt-en-zh (below).
 
 - Direction: English → Chinese. {targets_text}
 - Tokenization: separate SentencePiece models (English {source_vocab} pieces, Chinese
   {target_vocab} pieces), joint vocabulary of {vocab} ids, `<pad>` last, opus-mt's `>>id<<` prefix.
 - Bundle: {scheme_text}, {size_mb} MB.
 - Training: {epochs} epochs, {minutes} minutes of training on 2 CPU cores, seed {seed};
-  best dev BLEU {best_dev} (greedy, {dev_size} dev pairs).
+  {dev_text}
 - The source of the model: {checkpoint_text}
 - Single words: {words_text}
 
 Rebuild it (extra `train`; resumable, so the {minutes} minutes may be spread over several runs):
 
-    edge-translator train-demo models/{name} --work work/train-demo --evaluate --force \\
-        --heldout assets/eval/cedict-heldout.tsv --checkpoint models/checkpoints/{name}
+{rebuild_text}
 
 ## Scores on the held-out test split, per weight scheme
 
@@ -107,17 +105,25 @@ def write_model_card(bundle_dir: Path, work: Path, name: str, checkpoint: Path |
                                   "(embedding included)"}.get(quant["mode"], quant["mode"])
     chosen = r["schemes"][r["choice"]]
     words_path = work / "words.json"
+    software = stats.get("software")
     text = TEMPLATE.format(
+        kinds_text="short conversational sentences, dictionary words and phrases"
+                   + (" and software interface text" if software else ""),
+        knows_text=("it knows everyday Tatoeba-style sentences, common words and the short strings of\n"
+                    "desktop software, and it will fail on long or unusual text") if software else
+                   ("it knows everyday Tatoeba-style sentences and common words, and it will fail\n"
+                    "on technical, long or unusual text"),
+        dev_text=_dev_text(history, options), rebuild_text=_rebuild_text(name, options, software),
         source_counts=_source_counts(stats["sources"]), targets_text=_targets_text(manifest),
         checkpoint_text=_checkpoint_text(checkpoint),
         words_text=_words_text(json.loads(words_path.read_text(encoding="utf-8")) if words_path.is_file() else None),
-        attribution=_attribution(stats["sources"]), weights_licence=_weights_licence(stats["sources"]),
+        attribution=_attribution(stats["sources"], software), weights_licence=_weights_licence(stats["sources"]),
         name=name, parameters=manifest["model"]["parameters"] / 1e6, d_model=options["d_model"],
         encoder_layers=options["encoder_layers"], decoder_layers=options["decoder_layers"],
         heads=options["heads"], ffn=options["ffn"], train_pairs=stats["train"], source_vocab=options["source_vocab"],
         target_vocab=options["target_vocab"], vocab=len(vocab), scheme_text=scheme_text,
         size_mb=chosen["size_mb"], epochs=last.get("epoch", "?"), minutes=last.get("minutes", "?"),
-        seed=options["seed"], best_dev=history["best_dev_bleu"], dev_size=options["dev_size"],
+        seed=options["seed"],
         test_pairs=stats["test"], signature=chosen["signature"], pt_bleu=r["pytorch_fp32"]["bleu"],
         pt_chrf=r["pytorch_fp32"]["chrf"], batch_size=r["batch_size"], cpu=r.get("cpu", "this machine"),
         table="\n".join(render_table(r)), choice=r["choice"], why=r["why"][0].upper() + r["why"][1:],
@@ -125,6 +131,30 @@ def write_model_card(bundle_dir: Path, work: Path, name: str, checkpoint: Path |
     path = bundle_dir / "README.md"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _dev_text(history: dict, options: dict) -> str:
+    """The kept checkpoint's dev BLEU, and the software split's when the run had one."""
+    best = history.get("best") or {"dev_bleu": history["best_dev_bleu"]}
+    text = f"best dev BLEU {best['dev_bleu']} (greedy, {options['dev_size']} Tatoeba dev pairs)"
+    if best.get("software_bleu") is not None:
+        text += (f" and software dev BLEU\n  {best['software_bleu']} (the held-out packages' dev split); the "
+                 "checkpoint kept is the best by their mean")
+    return text + "."
+
+
+def _rebuild_text(name: str, options: dict, software: dict | None) -> str:
+    shape = (f"w{options['d_model']},e{options['encoder_layers']},d{options['decoder_layers']},h{options['heads']},"
+             f"ffn{options['ffn']},sv{options['source_vocab']},tv{options['target_vocab']}")
+    lines = []
+    if software:
+        lines.append("    edge-translator harvest-software work/software      # Debian, see docs/models.md")
+    lines.append(f"    edge-translator train-demo models/{name} --work work/train-demo --evaluate --force \\")
+    flags = f"--shape {shape}" + (f" --software-share {options['software_share']:g}"
+                                  if options.get("software_share", 1.0) != 1.0 else "")
+    lines.append(f"        {flags} {'--software work/software' if software else '--no-software'} \\")
+    lines.append(f"        --heldout assets/eval/cedict-heldout.tsv --checkpoint models/checkpoints/{name}")
+    return "\n".join(lines)
 
 
 def _source_counts(sources: list[dict]) -> str:
@@ -158,12 +188,44 @@ def _words_text(words: dict | None) -> str:
             "  punctuation, is the headword of any CC-CEDICT entry that lists that word as a gloss.")
 
 
-def _attribution(sources: list[dict]) -> str:
+def _attribution(sources: list[dict], software: dict | None = None) -> str:
     lines = []
     for s in sources:
+        if software and s["name"] == SOFTWARE_NAME:
+            continue
         lines.append(f"- [{s['name']}]({s['url']}): {s['licence']}, as packaged in the PyPI package "
                      f"`{s['package']}`; {s['pairs']:,} training pairs.")
     lines.append("- The test and dev splits are Tatoeba's (CC BY 2.0 FR, © Tatoeba contributors).")
+    if software:
+        lines.append(_software_attribution(software))
+    return "\n".join(lines)
+
+
+#: The ``stats.json`` source entry of the software harvest (:data:`.traindata.SOFTWARE_SOURCE`).
+SOFTWARE_NAME = "Debian software translations"
+
+
+def _software_attribution(software: dict) -> str:
+    """The software packages grouped by the licence of their translations, then the held-out ones."""
+    groups: dict[str, list[dict]] = {}
+    for package in software["packages"]:
+        groups.setdefault(package["translations"], []).append(package)
+    total = sum(p["pairs"] for p in software["packages"])
+    lines = [f"- Software translations: {total:,} training pairs from the zh_CN and zh_TW gettext catalogs and "
+             f"translated help pages of {len(software['packages'])} Debian ({software.get('debian') or 'bookworm'}) "
+             "source packages, gathered by `edge-translator harvest-software`; each package's translations keep "
+             "its licence (that of the translations in its `debian/copyright`). Package version (pairs), by licence:"]
+    for licence, packages in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        listed = ", ".join(f"{p['name']} {p['version']} ({p['pairs']:,})" for p in sorted(packages,
+                                                                                        key=lambda p: p["name"]))
+        lines.append(f"  - {licence}: {listed}.")
+    for split in ("test", "dev"):
+        held = [p for p in software.get("heldout", []) if p["split"] == split]
+        if held:
+            listed = ", ".join(f"{p['name']} {p['version']} ({p['translations']}, {p['pairs']:,} pairs)"
+                               for p in held)
+            lines.append(f"- The software {split} split, held out whole (none of its text, English or Chinese, is "
+                         f"in training): {listed}.")
     return "\n".join(lines)
 
 

@@ -3,15 +3,17 @@
 Stages (each skipped when its output exists, so a rerun resumes):
 
 1. ``data`` (:mod:`.traindata`): Tatoeba pairs split by ``cmn_id % 20`` (0 test, 1 dev),
-   HSK sentences and CC-CEDICT word pairs, with everything that touches test, dev or the
-   held-out word sample removed; Simplified and Traditional (OpenCC ``s2tw``) targets.
+   HSK sentences, CC-CEDICT word pairs and (``software``) the software harvest, with
+   everything that touches an evaluation split (Tatoeba's test and dev, the software test
+   and dev packages) or the held-out word sample removed; Simplified and Traditional targets.
 2. ``tokenizers``: source and target SentencePiece models (the target's trained on both
    scripts) and the joint vocabulary with both language tokens.
 3. ``train``: a MarianMTModel trained with label smoothing and an inverse-square-root
    schedule, each epoch a seeded share of the pairs with the Traditional target and
-   ``>>cmn_Hant<<``; checkpointed (model, optimizer, position in the epoch, RNG) so it
-   resumes, logging loss and dev BLEU to ``progress.log``; stops at a time budget and keeps
-   the best dev checkpoint.
+   ``>>cmn_Hant<<`` (and, with ``software_share``, a seeded share of the software rows);
+   checkpointed (model, optimizer, position in the epoch, RNG) so it resumes, logging loss
+   and dev BLEU to ``progress.log``; stops at a time budget and keeps the best dev
+   checkpoint (:func:`dev_criterion`).
 4. ``export``: the bundle, through the normal exporter (with its validation).
 5. ``--evaluate``: PyTorch and every weight scheme scored on the test split (``eval.json``;
    :func:`.schemes.evaluate_choices`).
@@ -29,7 +31,8 @@ from pathlib import Path
 
 from ..core.errors import require
 from .quantize import QuantizeOptions
-from .traindata import prepare_data, read_pairs, read_train
+from .pairs import read_eval_pairs
+from .traindata import is_software, prepare_data, read_pairs, read_train
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +75,27 @@ class TrainOptions:
     process's CPU time over its threads: a machine busy with other work slows training
     down but does not use up its budget, so the steps a budget buys do not depend on load."""
     dev_size: int = 300
-    """Dev pairs decoded for the BLEU logged after each epoch."""
+    """Tatoeba dev pairs decoded for the dev BLEU."""
+    software_dev_size: int | None = None
+    """Software dev pairs decoded for the software dev BLEU (with the software harvest);
+    ``None`` decodes them all."""
+    eval_minutes: float | None = None
+    """Score the dev splits every this many minutes of training (and when training stops)
+    instead of after each epoch: a short run still gets several points."""
+    software_share: float = 1.0
+    """Share of the software rows taken into each epoch, a seeded subset that changes from
+    epoch to epoch; the other sources are always taken whole. 1.0 takes them all."""
     checkpoint_minutes: float = 10.0
     threads: int | None = None
     """Torch threads; ``None`` leaves torch's default (all cores)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.software_share <= 1.0:
+            raise ValueError(f"software_share must be above 0 and at most 1, not {self.software_share}")
+        if self.eval_minutes is not None and not self.eval_minutes > 0:
+            raise ValueError(f"eval_minutes must be above 0, not {self.eval_minutes}")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model {self.d_model} is not a multiple of heads {self.heads}")
 
 
 # -- tokenizers ----------------------------------------------------------------------------
@@ -99,19 +119,28 @@ def train_tokenizers(work: Path, opts: TrainOptions, train_tsv: Path) -> Path:
     return hf
 
 
-def encode_pairs(hf: Path, rows, stats_out: Path | None = None) -> list[tuple[list[int], ...]]:
+def encode_pairs(hf: Path, rows, stats_out: Path | None = None,
+                 origins: list[str] | None = None) -> list[tuple[list[int], ...]]:
     """Encode training rows as ``(source Hans, target Hans, source Hant, target Hant)`` ids.
 
     Rows whose target has an unknown piece in either script are dropped (they would teach
-    ``<unk>``); the unknown rate is logged and written to ``stats_out``.
+    ``<unk>``); the unknown rate is logged and written to ``stats_out``, with the drops per
+    origin (every software package counted as ``software``).
+
+    Args:
+        origins: If given, each kept row's origin is appended to it, in step with the result.
     """
+    from collections import Counter
+
+    from .traindata import origin_group
+
     from ..core.tokenizer import Tokenizer
 
     vocab = json.loads((hf / "vocab.json").read_text(encoding="utf-8"))
     tok = Tokenizer.load(hf / "source.spm", hf / "target.spm", hf / "vocab.json", 0, 1, vocab["<pad>"])
     hans, hant = vocab[LANG_TOKEN], vocab[HANT_TOKEN]
-    pairs, unknown, pieces, dropped = [], 0, 0, 0
-    for _, zh, zh_hant, en in rows:
+    pairs, unknown, pieces, dropped, by_origin = [], 0, 0, 0, Counter()
+    for origin, zh, zh_hant, en in rows:
         src = tok.encode(en, hans)
         tgt = [vocab.get(p, 1) for p in tok.target.encode(zh, out_type=str)] + [0]
         tgt_t = [vocab.get(p, 1) for p in tok.target.encode(zh_hant, out_type=str)] + [0]
@@ -120,10 +149,13 @@ def encode_pairs(hf: Path, rows, stats_out: Path | None = None) -> list[tuple[li
         pieces += len(tgt) + len(tgt_t)
         if bad:
             dropped += 1
+            by_origin[origin_group(origin)] += 1
             continue
         pairs.append((src, tgt, [hant] + src[1:], tgt_t))
+        if origins is not None:
+            origins.append(origin)
     stats = {"pairs": len(rows), "dropped_unknown": dropped, "target_unknown_rate": round(unknown / max(pieces, 1), 5),
-             "joint_vocab": len(vocab)}
+             "joint_vocab": len(vocab), "dropped_unknown_by_origin": dict(sorted(by_origin.items()))}
     logger.info("encoded: %s", stats)
     if stats_out is not None:
         stats_out.write_text(json.dumps(stats, indent=2))
@@ -134,6 +166,31 @@ def epoch_pairs(pairs, epoch: int, seed: int, fraction: float) -> list[tuple[lis
     """The epoch's ``(source, target)`` ids: a seeded ``fraction`` of the pairs in Traditional."""
     rng = random.Random(seed * 7919 + epoch)
     return [(p[2], p[3]) if rng.random() < fraction else (p[0], p[1]) for p in pairs]
+
+
+def mix_epoch(pairs: list, software: list[bool], epoch: int, seed: int, share: float) -> list:
+    """The pairs of an epoch: every pair not from the software harvest, and a seeded ``share``
+    of those that are (another subset each epoch). ``share`` 1.0 returns ``pairs`` itself."""
+    if share >= 1.0:
+        return pairs
+    rng = random.Random(seed * 104729 + epoch)
+    return [p for p, soft in zip(pairs, software) if not soft or rng.random() < share]
+
+
+def dev_criterion(entry: dict) -> float:
+    """What the kept checkpoint maximizes: the mean of the dev BLEUs scored (Tatoeba's, and the
+    software split's when training has one)."""
+    scores = [entry[k] for k in ("dev_bleu", "software_bleu") if entry.get(k) is not None]
+    return sum(scores) / len(scores)
+
+
+def dev_sets(files: dict[str, Path], opts: TrainOptions) -> dict[str, tuple[list[str], list[str]]]:
+    """``{"dev": (English, Chinese), "software": ...}``: what each dev score decodes."""
+    rows = read_pairs(files["dev"])[: opts.dev_size]
+    sets = {"dev": ([r[3] for r in rows], [r[1] for r in rows])}
+    if files.get("software_dev"):
+        sets["software"] = read_eval_pairs(files["software_dev"], opts.software_dev_size)
+    return sets
 
 
 def _batches(pairs, batch_tokens: int, rng: random.Random) -> list[list[int]]:
@@ -185,10 +242,15 @@ def _collate(torch, pairs, idx, pad: int, max_positions: int):
 
 
 def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]) -> Path:
-    """Stage 3: train (resuming from ``ckpt/last.pt``); the best dev model is saved in ``hf/``."""
+    """Stage 3: train (resuming from ``ckpt/last.pt``); the best dev model is saved in ``hf/``.
+
+    Dev BLEU is scored after each epoch, or every ``opts.eval_minutes`` of training, on the
+    first ``opts.dev_size`` Tatoeba dev pairs and, when ``files`` has ``software_dev``, on
+    the software dev split; the checkpoint kept is the best by :func:`dev_criterion`.
+    ``ckpt/done.json`` holds every point (``history``) and the kept one (``best``).
+    """
     torch = require("torch", "export")
     transformers = require("transformers", "export")
-    from . import evaluate
 
     transformers.utils.logging.set_verbosity_error()
     done = work / "ckpt" / "done.json"
@@ -199,8 +261,10 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
     threads = torch.get_num_threads()
     vocab = json.loads((hf / "vocab.json").read_text(encoding="utf-8"))
     pad = vocab["<pad>"]
-    encoded = encode_pairs(hf, read_train(files["train"]), work / "data" / "encoded.json")
-    dev_rows = read_pairs(files["dev"])[: opts.dev_size]
+    origins: list[str] = []
+    encoded = encode_pairs(hf, read_train(files["train"]), work / "encoded.json", origins)
+    software = [is_software(o) for o in origins]
+    dev = dev_sets(files, opts)
     torch.manual_seed(opts.seed)
     model = transformers.MarianMTModel(_config(opts, len(vocab)))
     optimizer = torch.optim.AdamW(model.parameters(), lr=opts.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
@@ -216,6 +280,11 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
         torch.set_rng_state(saved["torch_rng"])
         logger.info("resumed at epoch %d batch %d (%.1f min trained)", state["epoch"], state["batch"],
                     state["elapsed"] / 60)
+    state.setdefault("best", None)
+    if state["best"] is None and state["best_bleu"] >= 0:  # a run begun before the combined criterion
+        state["best"] = {"dev_bleu": state["best_bleu"], "score": state["best_bleu"]}
+    state.setdefault("next_eval", opts.eval_minutes)
+    state.setdefault("losses", [])
     (work / "train_options.json").write_text(json.dumps(asdict(opts), indent=2))
 
     def lr_at(step: int) -> float:
@@ -228,6 +297,19 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
                     "torch_rng": torch.get_rng_state()}, tmp)
         tmp.replace(path)
 
+    def evaluate_dev() -> None:
+        entry = {"epoch": state["epoch"], "step": state["step"], "minutes": round(state["elapsed"] / 60, 2),
+                 "train_loss": round(sum(state["losses"]) / max(len(state["losses"]), 1), 4)}
+        entry.update(dev_scores(model, hf, dev))
+        entry["score"] = round(dev_criterion(entry), 2)
+        state["history"].append(entry)
+        state["losses"] = []
+        logger.info("dev: %s", entry)
+        if state["best"] is None or entry["score"] > state["best"]["score"]:
+            state["best"], state["best_bleu"] = entry, entry["dev_bleu"]
+            model.save_pretrained(str(hf))
+        save(last)
+
     budget = opts.time_budget_minutes * 60
     last_save = time.monotonic()
     progress = logging.FileHandler(work / "progress.log", encoding="utf-8")
@@ -235,12 +317,13 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
     logger.addHandler(progress)
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
-    logger.info("training %d pairs, %s", len(encoded), json.dumps(asdict(opts)))
+    logger.info("training %d pairs (%d from the software harvest), %s", len(encoded), sum(software),
+                json.dumps(asdict(opts)))
     while state["epoch"] < opts.max_epochs and state["elapsed"] < budget:
-        train_pairs = epoch_pairs(encoded, state["epoch"], opts.seed, opts.hant_fraction)
+        chosen = mix_epoch(encoded, software, state["epoch"], opts.seed, opts.software_share)
+        train_pairs = epoch_pairs(chosen, state["epoch"], opts.seed, opts.hant_fraction)
         batches = _batches(train_pairs, opts.batch_tokens, random.Random(opts.seed * 1000 + state["epoch"]))
         model.train()
-        losses = []
         cpu_tick = time.process_time()
         while state["batch"] < len(batches) and state["elapsed"] < budget:
             input_ids, mask, decoder_in, labels = _collate(torch, train_pairs, batches[state["batch"]], pad,
@@ -254,7 +337,7 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-            losses.append(loss.item())
+            state["losses"].append(loss.item())
             state["batch"] += 1
             state["step"] += 1
             now, cpu_now = time.monotonic(), time.process_time()
@@ -263,41 +346,58 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
             state["elapsed"] += min((cpu_now - cpu_tick) / threads, 120.0)
             cpu_tick = cpu_now
             if state["step"] % 100 == 0:
+                recent = state["losses"][-100:]
                 logger.info("epoch %d step %d loss %.3f lr %.2e (%.1f min)", state["epoch"], state["step"],
-                            sum(losses[-100:]) / len(losses[-100:]), lr_at(state["step"]), state["elapsed"] / 60)
-            if now - last_save > opts.checkpoint_minutes * 60:
+                            sum(recent) / len(recent), lr_at(state["step"]), state["elapsed"] / 60)
+            if opts.eval_minutes and state["elapsed"] >= state["next_eval"] * 60:
+                while state["next_eval"] * 60 <= state["elapsed"]:
+                    state["next_eval"] += opts.eval_minutes
+                evaluate_dev()  # not counted in the budget: the CPU clock restarts below
+                model.train()
+                last_save = time.monotonic()
+                cpu_tick = time.process_time()
+            elif now - last_save > opts.checkpoint_minutes * 60:
                 save(last)
                 last_save = now
         if state["batch"] >= len(batches):
             state["epoch"] += 1
             state["batch"] = 0
-        hyps = evaluate.greedy_translate(model, hf, [r[3] for r in dev_rows], LANG_TOKEN)
-        score = evaluate.score(hyps, [r[1] for r in dev_rows])
-        entry = {"epoch": state["epoch"], "step": state["step"], "minutes": round(state["elapsed"] / 60, 1),
-                 "train_loss": round(sum(losses) / max(len(losses), 1), 4), "dev_bleu": score["bleu"],
-                 "dev_chrf": score["chrf"]}
-        state["history"].append(entry)
-        logger.info("dev: %s", entry)
-        if score["bleu"] > state["best_bleu"]:
-            state["best_bleu"] = score["bleu"]
-            model.save_pretrained(str(hf))
-        save(last)
-        last_save = time.monotonic()
+        stopping = state["epoch"] >= opts.max_epochs or state["elapsed"] >= budget
+        scored = state["history"] and state["history"][-1]["step"] == state["step"]
+        if not scored and (not opts.eval_minutes or stopping):
+            evaluate_dev()
+            last_save = time.monotonic()
     generation = {"bad_words_ids": [[pad]], "bos_token_id": 0, "decoder_start_token_id": pad, "eos_token_id": 0,
                   "forced_eos_token_id": 0, "max_length": opts.max_positions, "num_beams": 1, "pad_token_id": pad}
     (hf / "generation_config.json").write_text(json.dumps(generation, indent=2))
-    done.write_text(json.dumps({"best_dev_bleu": state["best_bleu"], "history": state["history"]}, indent=2))
+    done.write_text(json.dumps({"best_dev_bleu": state["best_bleu"], "best": state["best"],
+                                "criterion": "mean of the dev BLEUs scored (Tatoeba dev, software dev)",
+                                "history": state["history"]}, indent=2))
     logger.removeHandler(progress)
     progress.close()
     return hf
 
 
+def dev_scores(model, hf: Path, sets: dict[str, tuple[list[str], list[str]]]) -> dict:
+    """Greedy PyTorch BLEU and chrF on each dev set: ``dev_bleu``, ``dev_chrf``, ``software_bleu``..."""
+    from . import evaluate
+
+    scores = {}
+    for name, (sources, references) in sets.items():
+        score = evaluate.score(evaluate.greedy_translate(model, hf, sources, LANG_TOKEN), references)
+        scores[f"{name}_bleu"], scores[f"{name}_chrf"] = score["bleu"], score["chrf"]
+    return scores
+
+
 def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, force: bool = False,
-        quantize: QuantizeOptions | None = None, heldout_out: Path | None = None) -> Path:
+        quantize: QuantizeOptions | None = None, heldout_out: Path | None = None,
+        software: Path | None = None) -> Path:
     """Run every stage; returns the exported bundle directory (default scheme unless ``quantize``).
 
     Args:
         heldout_out: Also write the held-out word sample here (e.g. ``assets/eval/``).
+        software: A ``harvest-software`` output folder whose text joins the data
+            (:func:`.traindata.prepare_data`); ``None`` trains without it.
     """
     from .export import ExportOptions, export
 
@@ -305,7 +405,7 @@ def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, for
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     random.seed(opts.seed)
-    files = prepare_data(work, heldout_out)
+    files = prepare_data(work, heldout_out, software=software)
     hf = train_tokenizers(work, opts, files["train"])
     train_model(work, opts, hf, files)
     return export(hf, out, ExportOptions(quantize=quantize or QuantizeOptions(), force=force, name=Path(out).name))

