@@ -3,7 +3,7 @@
 Exit codes: 0 success; 1 unexpected error; 2 bad command-line usage; 3 missing or
 corrupt model bundle; 4 unusable input (for example invalid UTF-8); 5 export failed;
 6 an optional dependency is missing; 7 some documents failed (``docs``: the others were
-translated); 130 interrupted.
+translated); 8 the dictionary has no entry (``lookup``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import json
 import logging
 import sys
 
@@ -59,6 +60,31 @@ def cmd_translate(args: argparse.Namespace) -> int:
         out.write("\n")
     return 0
 
+#: Exit code of ``lookup`` when the dictionary has no entry for the term.
+EXIT_NOT_FOUND = 8
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    """Print the dictionary's entries for an English word or term, best first."""
+    from .core.dictionary import Dictionary
+
+    term = " ".join(args.term).strip()
+    if not term:
+        raise InputError("nothing to look up: give an English word or a term of up to three words")
+    entries = Dictionary.load().lookup(term)
+    if args.json:
+        print(json.dumps({"term": term, "entries": [
+            {"headword": e.headword(args.target), "simplified": e.simplified, "traditional": e.traditional,
+             "pinyin": e.pinyin, "glosses": list(e.glosses)} for e in entries]}, ensure_ascii=False, indent=2))
+    for entry in [] if args.json else entries:
+        print(f"{entry.headword(args.target)}\t{entry.pinyin}\t{'; '.join(entry.glosses)}")
+    if not entries:
+        print(f"edge-translator: the dictionary has no entry for {term!r}; `edge-translator translate` gives the "
+              "model's translation", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return 0
+
+
 #: The layers that declare subcommands, in the order ``--help`` lists them: each module's
 #: ``add_parsers(sub)`` adds its own, and imports what does the work only when a command
 #: runs. A single-file app leaves some layers out (build/common.py); their commands are
@@ -103,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="end a sentence at every line break (by default, lines that only wrap a paragraph, "
                     "as in text copied from a PDF or an e-mail, are joined first)")
     tr.set_defaults(func=cmd_translate)
+
+    lk = sub.add_parser("lookup", help="the dictionary's entries for an English word or term (headword, pinyin, "
+                        "glosses)")
+    lk.add_argument("term", nargs="+", help="a word or a term of up to three words")
+    lk.add_argument("--target", default="zh-Hans", choices=("zh-Hans", "zh-Hant"),
+                    help="the script of the headwords (default zh-Hans)")
+    lk.add_argument("--json", action="store_true", help="print the entries as JSON")
+    lk.set_defaults(func=cmd_lookup)
 
     for module, what, extra, commands in _LAYERS:
         try:

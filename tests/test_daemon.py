@@ -676,7 +676,10 @@ def test_html_documents_share_one_deadline_and_repeated_pieces_are_decoded_once(
         status, body = client.json("POST", "/translate", {"q": page, "source": "en", "target": "zh",
                                                           "format": "html"})
         assert status == 200 and body["translatedText"].count("<p>") == 5000
-        assert translator.engine.stats().rows_done == 26
+        from edge_translator.core.dictionary import Dictionary
+
+        answered = sum(1 for letter in letters if Dictionary.load().best(letter) is not None)  # lone words
+        assert translator.engine.stats().rows_done == 26 - answered
     slow, _, _ = _translator(demo_parts, delay=0.05, max_batch_size=1)
     with running(slow, timeout=1.0) as (_, client):
         documents = [f"<p>{' '.join(english_sentences(4, seed=50 + k))}</p>" for k in range(12)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +20,9 @@ from pathlib import Path
 from .bundle import Bundle, load_bundle
 from .cache import CachedTranslation, CacheKey, LRUCache, TranslationCache
 from .decode import Seq2Seq
+from .dictionary import Dictionary, DictionaryEntry
 from .engine import Engine, EngineOptions, Priority
-from .errors import InputError
+from .errors import BundleError, InputError
 from .greedybatch import LENGTH, RepetitionGuard
 from .locations import DEFAULT_MODEL, ENV_MODEL, models_dir, resolve_model  # noqa: F401 - re-exported
 from .sessions import physical_cores
@@ -48,6 +51,10 @@ class TranslateOptions:
     """Restrict each sentence to the bundle's vocabulary shortlist, when it has one: the
     output layer computes only the candidates of its source pieces (faster; docs/models.md
     gives how often the output differs). ``False``: the whole vocabulary."""
+    dictionary: bool = True
+    """Answer a lone word or short term (up to three words, no sentence punctuation) with
+    the English→Chinese dictionary's best headword when it knows it; otherwise, and for
+    anything longer, the model translates (:meth:`Translator.lookup` gives every entry)."""
     unwrap: bool = True
     """Join the lines that only wrap a paragraph (text copied from a PDF, an e-mail, a
     terminal) before cutting sentences, so each sentence is read whole and the paragraph
@@ -72,7 +79,8 @@ class SentenceResult:
     ids: tuple[int, ...]
     """Output token ids (without ``</s>``)."""
     stop: str
-    """Why decoding stopped: ``"eos"``, ``"length"``, ``"repetition"`` or ``"empty"``."""
+    """Why decoding stopped: ``"eos"``, ``"length"``, ``"repetition"`` or ``"empty"``;
+    ``"dictionary"`` when the dictionary answered a lone word or term (nothing was decoded)."""
     separator: str
     """Whitespace and line breaks that followed the sentence in the input, kept verbatim,
     except a line break that only wrapped the paragraph: it reads as a space."""
@@ -194,8 +202,10 @@ class Translator:
         self.model = self.engine.model
         self.tokenizer = tokenizer
         self.cache: TranslationCache | None = LRUCache() if cache is _DEFAULT_CACHE else cache
-        self.is_word = None
-        """Whether a lowercase word is English (for words hyphenated at a line end); ``None``: a suffix rule."""
+        self._dictionary: Dictionary | None = None
+        self._dictionary_error: BundleError | None = None
+        self._dictionary_lock = threading.Lock()
+        self._dictionary_warned = False
         self.model_id = model_identity(bundle)
         """The bundle's identity, from its files' checksums (part of every cache key)."""
 
@@ -257,7 +267,7 @@ class Translator:
         except UnicodeEncodeError as exc:
             raise InputError(f"text is not valid Unicode (a lone surrogate at character {exc.start}); "
                              "pass UTF-8 text") from None
-        edits = unwrap_edits(text, self.is_word) if options.unwrap else ()
+        edits = unwrap_edits(text, self._is_word) if options.unwrap else ()
         return segment(text, self.tokenizer, self.bundle.max_positions - 2, edits)
 
     def submit(self, text: str, options: TranslateOptions | None = None, *,
@@ -288,6 +298,7 @@ class Translator:
             raise ValueError(f"order must be 'input' or 'completion', not {order!r}")
         target, target_id = self._target(options)
         segments = self._segments(text, options)
+        term = self._term(text, options, target)
         guard = RepetitionGuard() if options.repetition_guard else None
         shortlist = options.shortlist and self.model.shortlist is not None  # one cache key where it changes nothing
         ready: list[SentenceResult | None] = [None] * len(segments)
@@ -300,6 +311,9 @@ class Translator:
             span = seg.span
             if not seg.text.strip():
                 ready[i] = SentenceResult(source, "", (), "empty", seg.separator, options, span)
+                continue
+            if term is not None:  # the text is this one word or term, and the dictionary knows it
+                ready[i] = SentenceResult(source, term, (), "dictionary", seg.separator, options, span)
                 continue
             key = CacheKey(self.model_id, " ".join(seg.text.split()), target, options.beam_size,
                            options.max_length, options.repetition_guard, shortlist)
@@ -317,6 +331,65 @@ class Translator:
                                         guard, shortlist))
         ticket = self.engine.submit(requests, priority, block=block, timeout=timeout) if requests else None
         return Submission(self, segments, options, order, ready, ticket, rows, keys, sources)
+
+    @property
+    def dictionary(self) -> Dictionary | None:
+        """The English→Chinese dictionary, loaded on first use; ``None`` for a model of another
+        language pair.
+
+        Raises:
+            BundleError: If the dictionary's files are missing or damaged.
+        """
+        if not (self.bundle.source_language == "en" and self.bundle.target_language.startswith("zh")):
+            return None
+        with self._dictionary_lock:
+            if self._dictionary is None and self._dictionary_error is None:
+                try:
+                    self._dictionary = Dictionary.load()
+                except BundleError as exc:
+                    self._dictionary_error = exc
+            if self._dictionary_error is not None:
+                raise self._dictionary_error
+            return self._dictionary
+
+    def lookup(self, term: str) -> list[DictionaryEntry]:
+        """The dictionary's entries for an English word or term of up to three words, best
+        first (headwords in both scripts, pinyin, glosses); ``[]`` when it does not know it.
+
+        Raises:
+            TypeError: If ``term`` is not a string.
+            BundleError: If the dictionary's files are missing or damaged, or the model's
+                language pair has no dictionary.
+        """
+        if not isinstance(term, str):
+            raise TypeError(f"term must be str, not {type(term).__name__}")
+        dictionary = self.dictionary
+        if dictionary is None:
+            raise BundleError(f"there is no dictionary for {self.bundle.source_language}→"
+                              f"{self.bundle.target_language}; only English→Chinese models have one")
+        return dictionary.lookup(term)
+
+    def _usable_dictionary(self) -> Dictionary | None:
+        """The dictionary, or ``None`` (said once in the log) when it cannot be loaded: the
+        model translates then."""
+        try:
+            return self.dictionary
+        except BundleError as exc:
+            if not self._dictionary_warned:
+                self._dictionary_warned = True
+                logger.warning("the dictionary cannot be used, so the model translates words too: %s", exc)
+            return None
+
+    def _term(self, text: str, options: TranslateOptions, target: str) -> str | None:
+        """The dictionary's answer when ``text`` is a lone word or short term it knows."""
+        if not options.dictionary or not is_term(text):
+            return None
+        dictionary = self._usable_dictionary()
+        return dictionary.best(text, target) if dictionary is not None else None
+
+    def _is_word(self, word: str) -> bool:
+        dictionary = self._usable_dictionary()
+        return dictionary.is_word(word) if dictionary is not None else False
 
     def translate_iter(self, text: str, options: TranslateOptions | None = None) -> Iterator[SentenceResult]:
         """Translate ``text`` lazily, one sentence at a time, in input order.
@@ -358,6 +431,17 @@ class Translator:
 
     def __exit__(self, *exc) -> None:
         self.close(cancel=exc[0] is not None)
+
+
+#: What a lone word or short term holds: one to three words (letters, digits, ' and -), nothing else.
+_TERM = re.compile(r"\s*[^\W_][\w'’-]*(?:[ \t]+[^\W_][\w'’-]*){0,2}\s*")
+
+
+def is_term(text: str) -> bool:
+    """Whether ``text`` is a lone word or short term the dictionary may answer: up to three
+    words on one line, with no sentence punctuation (a sentence goes to the model)."""
+    return len(text) <= 80 and _TERM.fullmatch(text) is not None and "\n" not in text.strip() and \
+        any(ch.isalpha() for ch in text)
 
 
 def model_identity(bundle: Bundle) -> str:

@@ -96,12 +96,12 @@ class BlockTranslator:
             while which + 1 < len(starts) and result.span[0] >= starts[which + 1]:
                 which += 1
             grouped[which].append(result)
-            if result.stop != "empty":
+            key = pending.submission.cache_key(index)
+            if result.stop != "empty" and key is not None:  # the dictionary's answers are neither
                 reused += result.cached
                 decoded += not result.cached
                 if not result.cached:
-                    pairs.append((pending.submission.cache_key(index),
-                                  CachedTranslation(result.text, result.ids, result.stop, result.score)))
+                    pairs.append((key, CachedTranslation(result.text, result.ids, result.stop, result.score)))
         if any(not results for results in grouped):
             raise EdgeTranslatorError("the model was closed while a block was translated; run the job again "
                                       "to resume")
