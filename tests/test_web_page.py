@@ -258,6 +258,24 @@ def test_a_wrapped_paragraph_comes_back_as_one_and_its_sentences_span_the_lines(
         wait_until(lambda: browser.execute_script(active) == ["0"], 5, "the first sentence highlighted")
 
 
+def test_a_lone_word_shows_its_dictionary_entries(browser, site):
+    from edge_translator.core.dictionary import Dictionary
+
+    daemon, _ = site
+    expected = Dictionary.load().lookup("shopping mall")
+    with clean_console(browser):
+        _open(browser, _url(daemon))
+        _type(browser, "shopping mall")
+        assert _wait_translated(browser, 1) == [expected[0].simplified]
+        wait_until(lambda: browser.execute_script("return !document.getElementById('entries').hidden"), 10,
+                   "the dictionary's entries")
+        heads = browser.execute_script("return [...document.querySelectorAll('#entries .headword')].map(h => h.textContent)")
+        assert heads == [e.simplified for e in expected][:8]
+        _type(browser, " and more words here.")  # no longer a lone term: the entries go
+        wait_until(lambda: browser.execute_script("return document.getElementById('entries').hidden"), 10,
+                   "the entries to go")
+
+
 def test_new_input_cancels_the_request_before(browser, demo_parts, tmp_path):
     # one sentence at a time, each step slowed: the first answer is still streaming when the text changes
     translator, _, _ = _translator(demo_parts, delay=0.01, max_batch_size=1)

@@ -3,12 +3,15 @@
 Accepts what LibreTranslate's own clients send: JSON, urlencoded or multipart forms, ``q``
 as one string, an array or a repeated field, the key as ``api_key`` (or ``apiKey`` in
 JSON). Answers mirror the request: one ``translatedText`` string for one ``q``, a list
-for a list. Errors are ``{"error": "..."}``.
+for a list; ``alternatives`` (when asked for) come from the dictionary for a lone word or
+term. Errors are ``{"error": "..."}``.
 """
 
 from __future__ import annotations
 
+from ..core.errors import EdgeTranslatorError
 from ..core.markup import HTML, visible_text
+from ..core.translator import is_term
 from .context import Context
 from .http import HTTPError, Request, Response, json_response, one, strings
 from .keys import admit_libre
@@ -26,7 +29,7 @@ def translate(app: Context, request: Request) -> Response:
     fmt = (one(params, "format", "text") or "text").lower()
     if fmt not in ("text", "html"):
         raise HTTPError(400, f"format {fmt!r} is not supported; use text or html")
-    alternatives = one(params, "alternatives", 0, int)  # never made; below 1 asks for none, as in LibreTranslate
+    alternatives = one(params, "alternatives", 0, int)  # below 1 asks for none, as in LibreTranslate
     app.service.check(texts)
     chinese = [False] * len(texts)
     if auto:
@@ -39,8 +42,27 @@ def translate(app: Context, request: Request) -> Response:
                     else _detection(v) for v, done in zip(visible, chinese)]
         body["detectedLanguage"] = detected if as_list else detected[0]
     if alternatives > 0:
-        body["alternatives"] = [[] for _ in out] if as_list else []
+        found = [_alternatives(app, text, main, target, alternatives) if fmt == "text" and not done else []
+                 for text, main, done in zip(texts, out, chinese)]
+        body["alternatives"] = found if as_list else found[0]
     return json_response(body)
+
+
+def _alternatives(app: Context, text: str, main: str, target: str, count: int) -> list[str]:
+    """Up to ``count`` other translations of a lone word or term: the dictionary's other
+    headwords, best first (LibreTranslate gives its model's; a sentence gets none here)."""
+    if not is_term(text):
+        return []
+    try:
+        entries = app.translator.lookup(text)
+    except EdgeTranslatorError:
+        return []
+    found: list[str] = []
+    for entry in entries:
+        headword = entry.headword(target)
+        if headword != main and headword not in found:
+            found.append(headword)
+    return found[:count]
 
 
 def _detection(text: str) -> dict:

@@ -1,4 +1,5 @@
-"""Our own API: ``/v1/translate`` (optionally streamed), ``/health`` and ``/metrics``.
+"""Our own API: ``/v1/translate`` (optionally streamed), ``/v1/lookup`` (the dictionary),
+``/health`` and ``/metrics``.
 
 ``POST /v1/translate`` takes JSON ``{"text": str | [str], "target": "zh-Hans", "stream":
 false, "unwrap": true, "api_key": ...}`` (``unwrap: false`` ends a sentence at every line
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 
+from ..core.errors import BundleError
 from ..core.translator import SentenceResult, join_results
 from .context import Context
 from .http import HTTPError, Request, Response, json_response, one, strings
@@ -74,6 +76,23 @@ def _ndjson(results, target: str):
                        "elapsed_ms": round(1000 * (time.perf_counter() - started), 1)}) + "\n").encode("utf-8")
 
 
+def lookup(app: Context, request: Request) -> Response:
+    """``GET`` or ``POST /v1/lookup``: ``term``, ``target``: the dictionary's entries for a
+    word or a term of up to three words, best first (``[]`` when it has none)."""
+    admit_native(app, request)
+    term = one(request.params, "term")
+    target = app.targets.resolve(one(request.params, "target", "zh"))
+    if not term.strip() or len(term) > 200:
+        raise HTTPError(400, "field 'term' must be a word or a term of up to three words")
+    try:
+        entries = app.translator.lookup(term)
+    except BundleError as exc:
+        raise HTTPError(503, f"the dictionary is not available: {exc}") from None
+    return json_response({"term": term, "target": target, "entries": [
+        {"headword": e.headword(target), "simplified": e.simplified, "traditional": e.traditional,
+         "pinyin": e.pinyin, "glosses": list(e.glosses)} for e in entries]})
+
+
 def health(app: Context, request: Request) -> Response:
     """``GET /health``: ready or not, and which model answers."""
     bundle = app.translator.bundle
@@ -98,6 +117,8 @@ def metrics(app: Context, request: Request) -> Response:
 
 ROUTES = {
     ("POST", "/v1/translate"): translate,
+    ("GET", "/v1/lookup"): lookup,
+    ("POST", "/v1/lookup"): lookup,
     ("GET", "/health"): health,
     ("GET", "/metrics"): metrics,
 }

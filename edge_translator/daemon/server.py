@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import InputError
+from ..core.errors import EdgeTranslatorError, InputError
 from .app import App, AppOptions
 from .documents import FileLimits
 from .limits import read_keys
@@ -305,6 +305,10 @@ def serve(options: ServeOptions) -> int:
         raise
     try:
         translator.translate("Ready.")  # the first run of each session allocates; do it before clients wait
+        try:
+            translator.dictionary  # noqa: B018 - loaded now, not by the first lone word a client sends
+        except EdgeTranslatorError as exc:
+            logger.warning("%s; words are translated by the model", exc)
         daemon = Daemon(options, translator, sock)
         host, port = daemon.address
         if options.host not in LOCAL_HOSTS and not options.api_keys:
@@ -315,13 +319,14 @@ def serve(options: ServeOptions) -> int:
                     time.perf_counter() - started,
                     ("; lean memory" + ("" if lean else " (no glibc here: arena off only)")) if options.lean_memory
                     else "; steady memory")
-        print(f"edge-translator serving {b.name} on {daemon.url}", file=sys.stderr, flush=True)
 
         def on_signal(signum, frame) -> None:
             logger.info("%s: no new connections; finishing the requests in flight", signal.Signals(signum).name)
             daemon.stop()
 
+        # before the line that tells a supervisor (or a test) the server is up, which may stop it at once
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        print(f"edge-translator serving {b.name} on {daemon.url}", file=sys.stderr, flush=True)
         try:
             daemon.run()
         finally:

@@ -20,8 +20,10 @@
     count: $("count"), status: $("status"), copy: $("copy"), target: $("target"), targetLabel: $("target-label"),
     keyForm: $("key-form"), keyInput: $("key-input"), keyMessage: $("key-message"), keyButton: $("key-button"),
     keyForget: $("key-forget"), files: $("files"), drop: $("drop"), formats: $("formats"), jobs: $("jobs"),
-    documentsOff: $("documents-off"),
+    documentsOff: $("documents-off"), entries: $("entries"),
   };
+  /** A lone word or a term of up to three words (what the dictionary answers; the server's rule). */
+  const TERM = /^\s*[\p{L}\p{N}][\p{L}\p{N}_'’-]*(?:[ \t]+[\p{L}\p{N}][\p{L}\p{N}_'’-]*){0,2}\s*$/u;
 
   const settings = { charLimit: -1, keyRequired: false, filesTranslation: true, formats: [] };
   let target = "";
@@ -204,12 +206,14 @@
     autosize();
     updateCount();
     renderBackdrop();
+    clearEntries();
     ui.output.classList.add("stale");
     clearTimeout(timer);
     timer = setTimeout(translateNow, DEBOUNCE_MS);
   });
 
   function clearOutput() {
+    clearEntries();
     shown = { text: "", sentences: [] };
     ui.output.replaceChildren();
     ui.output.classList.remove("stale");
@@ -329,6 +333,45 @@
     if (last && last.separator) ui.output.append(document.createTextNode(last.separator));
     const doubtful = sentences.filter((s) => s.doubtful).length;
     say(doubtful ? `${doubtful} of ${sentences.length} sentences are shaded: the model is unsure of them.` : "");
+    if (text.length <= 80 && TERM.test(text) && /\p{L}/u.test(text)) showEntries(text);
+  }
+
+  // -- the dictionary's entries of a lone word or term --------------------------------------------
+  function clearEntries() {
+    ui.entries.replaceChildren();
+    ui.entries.hidden = true;
+  }
+
+  async function showEntries(term) {
+    const query = new URLSearchParams({ term });
+    if (target) query.set("target", target);
+    let answer;
+    try {
+      const response = await fetch(`v1/lookup?${query}`, { headers: authHeaders() });
+      if (!response.ok) return;
+      answer = await response.json();
+    } catch { return; }
+    if (ui.source.value !== term || !answer.entries.length) return;  // the text changed meanwhile
+    const list = document.createElement("dl");
+    for (const entry of answer.entries.slice(0, 8)) {
+      const head = document.createElement("dt");
+      const word = document.createElement("span");
+      word.className = "headword";
+      word.lang = target || "zh-Hans";
+      word.textContent = entry.headword;
+      const reading = document.createElement("span");
+      reading.className = "pinyin";
+      reading.textContent = entry.pinyin;
+      head.append(word, " ", reading);
+      const glosses = document.createElement("dd");
+      glosses.textContent = entry.glosses.join("; ");
+      list.append(head, glosses);
+    }
+    const title = document.createElement("p");
+    title.className = "entries-title";
+    title.textContent = `Dictionary: ${term.trim()}`;
+    ui.entries.replaceChildren(title, list);
+    ui.entries.hidden = false;
   }
 
   // -- copy and the script ---------------------------------------------------------------------
