@@ -372,6 +372,19 @@ def test_a_wrapped_paragraph_comes_back_as_one_and_highlights_across_its_lines(q
         to_utf16(rendered, i) for i in first.target)
 
 
+def test_a_lone_word_shows_its_dictionary_entries_under_the_translation(qtbot, window, session):
+    translate_and_wait(qtbot, window, "station")
+    entries = window.pane.entries
+    expected = session.translator.lookup("station")
+    assert entries.isVisible() and entries.entries == expected
+    assert window.pane.target.toPlainText() == expected[0].headword("zh-Hans")
+    assert expected[0].headword("zh-Hans") in entries.text() and expected[0].pinyin in entries.text()
+    window.pane.source.insertPlainText("s")  # the text changed: its entries are stale
+    assert not entries.isVisible()
+    translate_and_wait(qtbot, window, "Where is the station?")
+    assert not entries.isVisible() and entries.entries == []
+
+
 def test_hovering_highlights_the_pair_under_the_mouse(qtbot, window):
     text = "Birds can fly. Fish can swim."
     translate_and_wait(qtbot, window, text)

@@ -21,6 +21,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from ..core.cache import LRUCache
+from ..core.errors import EdgeTranslatorError
 from ..core.translator import Translator, resolve_model
 from ..documents.journal import JobCache
 
@@ -82,11 +83,14 @@ class ModelSession(QObject):
         and ONNX Runtime's threads are created here and inherit it, so on a machine with
         few cores the UI thread is scheduled first and never waits for a decoding step."""
         _lower_priority()
-        return Translator.load(path, threads=threads, cache=self.cache, spin=False, memory="steady")
+        translator = Translator.load(path, threads=threads, cache=self.cache, spin=False, memory="steady")
+        try:
+            translator.dictionary  # noqa: B018 - loaded here, not on the UI thread at the first lone word
+        except EdgeTranslatorError as exc:
+            logger.warning("%s", exc)
+        return translator
 
     def _load(self, path, threads) -> None:
-        from ..core.errors import EdgeTranslatorError
-
         try:
             translator = self._open(path, threads)
         except EdgeTranslatorError as exc:

@@ -24,10 +24,12 @@ from PySide6.QtGui import (QAction, QColor, QGuiApplication, QKeySequence, QPale
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMessageBox, QPlainTextEdit, QProgressBar,
                                QPushButton, QSplitter, QTextEdit, QToolTip, QVBoxLayout, QWidget)
 
-from ..core.translator import TranslateOptions
+from ..core.errors import EdgeTranslatorError
+from ..core.translator import TranslateOptions, is_term
 from .alignment import Alignment, from_utf16, to_utf16
 from .dialogs import ask
 from .drops import local_files
+from .entries import EntriesView
 from .session import ModelSession
 from .settings import Settings
 from .stream import TranslationStream
@@ -209,8 +211,11 @@ class TranslatePane(QWidget):
         row.addWidget(self.copy_button)
         row.addWidget(self.swap_button)
 
+        self.entries = EntriesView(self)
+
         layout = QVBoxLayout(self)
         layout.addWidget(self.splitter, 1)
+        layout.addWidget(self.entries)
         layout.addLayout(row)
 
     # -- what the window tells the pane -------------------------------------------------------------
@@ -417,7 +422,19 @@ class TranslatePane(QWidget):
         self._pending.append(self.alignment.finish())
         self._flush()
         self._end_run()
+        self._show_entries()
         self.translation_finished.emit(info)
+
+    def _show_entries(self) -> None:
+        """The dictionary's entries of a lone word or term, under its translation."""
+        text, translator = self.alignment.source, self.session.translator
+        entries = []
+        if translator is not None and not self._source_dirty and is_term(text):
+            try:
+                entries = translator.lookup(text)
+            except EdgeTranslatorError:
+                entries = []
+        self.entries.show_entries(text, entries, self._options().target)
 
     def _on_failed(self, message: str) -> None:
         self._flush()
@@ -427,6 +444,7 @@ class TranslatePane(QWidget):
 
     def _on_source_changed(self) -> None:
         self._source_dirty = True
+        self.entries.clear_entries()
         if self._highlight is not None or self._doubtful_source:
             self._doubtful_source = []
             self._set_highlight(None)
