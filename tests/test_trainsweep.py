@@ -281,3 +281,37 @@ def test_model_card_lists_the_software_packages_by_licence_and_the_held_out_ones
         assert figure in card, figure
     assert "as packaged in the PyPI package `edge-translator harvest-software" not in card
     assert "{" not in card.split("## Licence")[0]
+
+
+def test_a_warm_start_takes_the_checkpoints_tokenizers_and_weights_and_refuses_another_shape(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("sacrebleu")
+    import dataclasses
+
+    import torch
+    import transformers
+
+    from edge_translator.core.errors import ExportError
+    from edge_translator.toolchain.sweep import parse_shape
+    from edge_translator.toolchain.train import (TrainOptions, _config, _warm_start, train_model,
+                                                 train_tokenizers)
+
+    files = _tiny_data(tmp_path / "first")
+    opts = parse_shape("tiny:" + TINY, TrainOptions(time_budget_minutes=0.01, eval_minutes=0.005, warmup=5,
+                                                    batch_tokens=200, threads=1, max_epochs=100_000))[1]
+    first = train_tokenizers(tmp_path / "first", opts, files["train"])
+    train_model(tmp_path / "first", opts, first, files)
+    warm = dataclasses.replace(opts, init_from=str(first), source_vocab=999, target_vocab=999)  # sizes: the checkpoint's
+    second = train_tokenizers(tmp_path / "second", warm, files["train"])
+    for name in ("source.spm", "target.spm", "vocab.json"):
+        assert (second / name).read_bytes() == (first / name).read_bytes()
+    vocab = json.loads((second / "vocab.json").read_text(encoding="utf-8"))
+    model = transformers.MarianMTModel(_config(warm, len(vocab)))
+    _warm_start(model, first, transformers)
+    kept = transformers.MarianMTModel.from_pretrained(str(first), torch_dtype=torch.float32).state_dict()
+    assert all(torch.equal(value, kept[name]) for name, value in model.state_dict().items())
+    other = parse_shape("other:w16,e1,d2,h2,ffn32,sv40,tv60", warm)[1]
+    with pytest.raises(ExportError, match="another shape"):
+        _warm_start(transformers.MarianMTModel(_config(other, len(vocab))), first, transformers)
+    with pytest.raises(ExportError, match="not a Hugging Face Marian folder"):
+        train_tokenizers(tmp_path / "third", dataclasses.replace(opts, init_from=str(tmp_path)), files["train"])

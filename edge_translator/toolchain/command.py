@@ -92,6 +92,10 @@ def add_parsers(sub) -> None:
     td.add_argument("--eval-minutes", type=float, metavar="M",
                     help="score the dev splits every M minutes of training instead of after each epoch")
     td.add_argument("--warmup", type=int, default=500, metavar="STEPS", help="warm-up steps (default 500)")
+    td.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 0.001)")
+    td.add_argument("--init-from", metavar="DIR",
+                    help="start from this checkpoint (e.g. models/checkpoints/tatoeba-en-zh-small): its tokenizers "
+                    "and weights; --shape must be its shape")
     td.set_defaults(func=cmd_train_demo)
 
     ts = sub.add_parser("train-sweep", help="short, equal training runs of several model shapes on the same data, "
@@ -352,62 +356,37 @@ def _train_options(args: argparse.Namespace, **extra):
 
 def cmd_train_demo(args: argparse.Namespace) -> int:
     """Train, export and evaluate the small embedded demo model."""
-    from ..core.bundle import load_bundle
-    from .schemes import SchemeOptions, evaluate_choices, variants
-    from .train import evaluate_words, run, save_checkpoint
+    from .train import evaluate_and_describe, run, save_checkpoint
 
     args.shape_spec = args.shape
-    options = _train_options(args, time_budget_minutes=args.minutes, threads=args.threads)
+    if args.init_from and not Path(args.init_from, "config.json").is_file():
+        raise InputError(f"--init-from {args.init_from} is not a checkpoint folder (no config.json); give one kept "
+                         "by `train-demo --checkpoint`")
+    options = _train_options(args, time_budget_minutes=args.minutes, threads=args.threads, lr=args.lr,
+                             init_from=args.init_from)
     out = run(args.work, args.out, options, force=args.force, quantize=_scheme(args),
               heldout_out=Path(args.heldout) if args.heldout else None, software=_software_dir(args))
     _print_summary(out)
     if args.checkpoint:
         print(f"kept float16 checkpoint in {save_checkpoint(Path(args.work) / 'hf', args.checkpoint, args.force)}")
     if args.evaluate:
-        from .export import ExportOptions, export
-        from .modelcard import write_model_card
-
-        work, hf = Path(args.work), Path(args.work) / "hf"
-        results = evaluate_choices(work, hf, progress=print)
-        r = results["pytorch_fp32"]
-        print(f"{'pytorch':10s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}")
-        chosen = variants(SchemeOptions())[results["choice"]]
-        if load_bundle(out).quantization != chosen.as_manifest():
-            out = export(hf, out, ExportOptions(quantize=chosen, force=True, name=Path(out).name))
-            _print_summary(out)
-        import json
-
-        words = evaluate_words(out, work / "data" / "heldout.tsv")
-        (work / "words.json").write_text(json.dumps(words, indent=2, ensure_ascii=False), encoding="utf-8")
-        print(f"single words right: {words['right']} of {words['words']} ({words['accuracy']:.1%})")
-        print(f"wrote {write_model_card(out, work, Path(out).name, Path(args.checkpoint) if args.checkpoint else None)}")
+        evaluate_and_describe(Path(args.work), out, Path(args.checkpoint) if args.checkpoint else None, print,
+                              _print_summary)
     return 0
 
 
 def cmd_train_sweep(args: argparse.Namespace) -> int:
     """Train several shapes for equal budgets and compare them."""
-    from ..core.locations import DEFAULT_MODEL, models_dir
-    from .sweep import SweepOptions, parse_shape, sweep
+    from .sweep import SweepOptions, parse_shapes, reference_bundle, sweep
 
     if min(args.parallel, args.threads, args.rounds, args.sentences, args.warmup, args.batch_tokens) < 1 or \
             not (args.minutes > 0 and args.eval_minutes > 0 and args.lr > 0):
         raise InputError("--minutes, --eval-minutes, --parallel, --threads, --warmup, --batch-tokens, --lr, --rounds "
                          "and --sentences must be above 0")
-    base = _train_options(args)
-    shapes = {}
-    for text in args.shape:
-        try:
-            name, opts = parse_shape(text, base)
-        except ValueError as exc:
-            raise InputError(f"--shape: {exc}") from None
-        if name in shapes:
-            raise InputError(f"--shape: {name} is given twice")
-        shapes[name] = opts
-    reference = args.reference or str(models_dir() / DEFAULT_MODEL)
-    if reference == "none":
-        reference = None
-    elif not (Path(reference) / "bundle.json").is_file():
-        raise InputError(f"--reference {reference} is not a bundle (no bundle.json); pass 'none' to time none")
+    try:
+        shapes, reference = parse_shapes(args.shape, _train_options(args)), reference_bundle(args.reference)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     options = SweepOptions(minutes=args.minutes, threads=args.threads, parallel=args.parallel,
                            eval_minutes=args.eval_minutes, warmup=args.warmup, batch_tokens=args.batch_tokens,
                            lr=args.lr, rounds=args.rounds,
@@ -430,14 +409,7 @@ def cmd_harvest_software(args: argparse.Namespace) -> int:
         raise InputError("harvest-software needs OUT, the folder to write (e.g. work/software)")
     files = softwaredata.harvest(Path(args.out), debs=Path(args.debs) if args.debs else None,
                                  installed=args.installed)
-    import json
-
-    totals = json.loads(files["sources"].read_text(encoding="utf-8"))["totals"]
-    print(f"{totals['packages']} packages, {sum(totals['raw_entries'].values())} catalog entries, "
-          f"{totals['pairs']} clean pairs")
-    for split in ("train", "test", "dev"):
-        print(f"{split:5s} {totals[split]:7d} pairs  {files[split]}")
-    print(f"sources, licences and drops: {files['sources']}")
+    print(softwaredata.summary(files))
     return 0
 
 

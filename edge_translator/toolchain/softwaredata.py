@@ -437,3 +437,13 @@ def harvest(out: Path, debs: Path | None = None, installed: bool = False,
     }
     files["sources"].write_text(json.dumps(sources, indent=1, ensure_ascii=False), encoding="utf-8")
     return files
+
+
+def summary(files: dict[str, Path]) -> str:
+    """What a harvest wrote, for the command's output: packages, pairs per split, where."""
+    totals = json.loads(files["sources"].read_text(encoding="utf-8"))["totals"]
+    lines = [f"{totals['packages']} packages, {sum(totals['raw_entries'].values())} catalog entries, "
+             f"{totals['pairs']} clean pairs"]
+    lines += [f"{split:5s} {totals[split]:7d} pairs  {files[split]}" for split in ("train", "test", "dev")]
+    lines.append(f"sources, licences and drops: {files['sources']}")
+    return "\n".join(lines)

@@ -69,6 +69,41 @@ class SweepOptions:
     """How often the driver looks at its processes."""
 
 
+def parse_shapes(specs: list[str], base) -> dict:
+    """``{name: TrainOptions}`` of ``--shape NAME:SPEC`` flags.
+
+    Raises:
+        ValueError: For a bad spec, or a name given twice.
+    """
+    shapes = {}
+    for text in specs:
+        try:
+            name, opts = parse_shape(text, base)
+        except ValueError as exc:
+            raise ValueError(f"--shape: {exc}") from None
+        if name in shapes:
+            raise ValueError(f"--shape: {name} is given twice")
+        shapes[name] = opts
+    return shapes
+
+
+def reference_bundle(given: str | None) -> str | None:
+    """The bundle each shape's speed is timed beside: ``given``, else the embedded model;
+    ``"none"``: none.
+
+    Raises:
+        ValueError: If ``given`` is not a bundle.
+    """
+    from ..core.locations import DEFAULT_MODEL, models_dir
+
+    reference = given or str(models_dir() / DEFAULT_MODEL)
+    if reference == "none":
+        return None
+    if not (Path(reference) / "bundle.json").is_file():
+        raise ValueError(f"--reference {reference} is not a bundle (no bundle.json); pass 'none' to time none")
+    return reference
+
+
 def parse_shape(text: str, base: TrainOptions | None = None) -> tuple[str, TrainOptions]:
     """``NAME:SPEC`` → ``(NAME, options)``.
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..core.errors import require
+from ..core.errors import ExportError, require
 from .quantize import QuantizeOptions
 from .pairs import read_eval_pairs
 from .traindata import is_software, prepare_data, read_pairs, read_train
@@ -88,6 +88,11 @@ class TrainOptions:
     checkpoint_minutes: float = 10.0
     threads: int | None = None
     """Torch threads; ``None`` leaves torch's default (all cores)."""
+    init_from: str | None = None
+    """A Hugging Face Marian folder to start from (a kept checkpoint such as
+    ``models/checkpoints/tatoeba-en-zh-small``): its tokenizers are used instead of new
+    ones, and its weights are the first step's (its shape must be this one). The learning
+    rate warms up again; the data and the dev scoring are this run's."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.software_share <= 1.0:
@@ -106,6 +111,8 @@ def train_tokenizers(work: Path, opts: TrainOptions, train_tsv: Path) -> Path:
     hf = work / "hf"
     if (hf / "vocab.json").is_file():
         return hf
+    if opts.init_from:
+        return _copy_tokenizers(Path(opts.init_from), hf)
     rows = read_train(train_tsv)
     english = [r[3] for r in rows]
     chinese = [r[1] for r in rows] + [r[2] for r in rows if r[2] != r[1]]
@@ -117,6 +124,36 @@ def train_tokenizers(work: Path, opts: TrainOptions, train_tsv: Path) -> Path:
     logger.info("tokenizers: %d joint ids (%d source, %d target pieces)", len(vocab), len(spm_pieces(source)),
                 len(spm_pieces(target)))
     return hf
+
+
+def _copy_tokenizers(start: Path, hf: Path) -> Path:
+    """A warm start's tokenizers: the starting checkpoint's, copied into ``hf/``."""
+    import shutil
+
+    needed = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json", "config.json")
+    missing = [name for name in needed if not (start / name).is_file()]
+    if missing:
+        raise ExportError(f"--init-from {start} is not a Hugging Face Marian folder: {', '.join(missing)} missing; "
+                          "give a checkpoint kept by `train-demo --checkpoint`")
+    hf.mkdir(parents=True, exist_ok=True)
+    for name in needed[:4]:
+        shutil.copyfile(start / name, hf / name)
+    logger.info("tokenizers: those of %s (a warm start)", start)
+    return hf
+
+
+def _warm_start(model, start: Path, transformers) -> None:
+    """Load the starting checkpoint's weights (float16 widened) into ``model``, whose shape must match."""
+    import torch
+
+    source = transformers.MarianMTModel.from_pretrained(str(start), torch_dtype=torch.float32)
+    theirs, ours = source.state_dict(), model.state_dict()
+    wrong = [k for k in ours if k not in theirs or theirs[k].shape != ours[k].shape]
+    if wrong:
+        raise ExportError(f"--init-from {start} has another shape than this run ({len(wrong)} tensors differ, e.g. "
+                          f"{wrong[0]}); give the same --shape as the checkpoint's config.json")
+    model.load_state_dict({k: theirs[k] for k in ours})
+    logger.info("started from the weights of %s", start)
 
 
 def encode_pairs(hf: Path, rows, stats_out: Path | None = None,
@@ -267,6 +304,8 @@ def train_model(work: Path, opts: TrainOptions, hf: Path, files: dict[str, Path]
     dev = dev_sets(files, opts)
     torch.manual_seed(opts.seed)
     model = transformers.MarianMTModel(_config(opts, len(vocab)))
+    if opts.init_from and not (work / "ckpt" / "last.pt").is_file():
+        _warm_start(model, Path(opts.init_from), transformers)
     optimizer = torch.optim.AdamW(model.parameters(), lr=opts.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
     state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0, "best_bleu": -1.0, "history": []}
     ckpt_dir = work / "ckpt"
@@ -410,6 +449,37 @@ def run(work: str | Path, out: str | Path, opts: TrainOptions | None = None, for
     train_model(work, opts, hf, files)
     return export(hf, out, ExportOptions(quantize=quantize or QuantizeOptions(), force=force, name=Path(out).name))
 
+
+
+def evaluate_and_describe(work: Path, out: Path, checkpoint: Path | None, progress, describe) -> Path:
+    """``train-demo --evaluate``: score PyTorch and every weight scheme on the test split,
+    export the chosen scheme (when OUT has another), score single words, write the card.
+
+    Args:
+        progress: Prints a line.
+        describe: Prints a bundle's summary.
+
+    Returns:
+        The bundle written.
+    """
+    from ..core.bundle import load_bundle
+    from .export import ExportOptions, export
+    from .modelcard import write_model_card
+    from .schemes import SchemeOptions, evaluate_choices, variants
+
+    hf = work / "hf"
+    results = evaluate_choices(work, hf, progress=progress)
+    r = results["pytorch_fp32"]
+    progress(f"{'pytorch':10s} BLEU {r['bleu']:6.2f}  chrF {r['chrf']:6.2f}")
+    chosen = variants(SchemeOptions())[results["choice"]]
+    if load_bundle(out).quantization != chosen.as_manifest():
+        out = export(hf, out, ExportOptions(quantize=chosen, force=True, name=Path(out).name))
+        describe(out)
+    words = evaluate_words(out, work / "data" / "heldout.tsv")
+    (work / "words.json").write_text(json.dumps(words, indent=2, ensure_ascii=False), encoding="utf-8")
+    progress(f"single words right: {words['right']} of {words['words']} ({words['accuracy']:.1%})")
+    progress(f"wrote {write_model_card(out, work, Path(out).name, checkpoint)}")
+    return out
 
 
 #: Files of a Hugging Face Marian directory that a kept checkpoint carries beside the weights.
