@@ -146,7 +146,7 @@ def hsk_term_sample(rows: list[tuple[str, str, str]], english: English, min_zipf
     return out
 
 
-def software_term_sample(paths: Iterable[Path], english: English, min_packages: int = 2,
+def software_term_sample(paths: Iterable[Path], english: English, min_packages: int = 1,
                          min_zipf: float = 3.5) -> list[SampleRow]:
     """Interface strings of 2–3 common words that ``min_packages`` packages translate, each
     with every zh_CN translation seen (TSV: origin, zh_hans, zh_hant, en)."""
@@ -263,13 +263,16 @@ def dictionary_primary(dictionary: Dictionary) -> Callable[[str], bool]:
     return primary
 
 
-def make_samples(out: Path, software: list[Path], everyday: Path) -> dict[str, int]:
+def make_samples(out: Path, software: list[Path], everyday: Path, min_packages: int = 1) -> dict[str, int]:
     """Draw the samples and write ``dict-words{,-dev}.tsv`` and ``dict-terms{,-dev}.tsv``.
 
     Args:
         out: The folder (``assets/eval``).
-        software: The software catalogs' TSV files (origin, zh_hans, zh_hant, en).
+        software: The software catalogs' TSV files (origin, zh_hans, zh_hant, en): the
+            held-out packages' (``software-test.tsv``, ``software-dev.tsv``), never the rows
+            the dictionary is built from.
         everyday: The hand-written everyday compounds (English, accepted).
+        min_packages: Packages that must translate an interface string for it to be drawn.
 
     Returns:
         File name → rows written.
@@ -277,7 +280,8 @@ def make_samples(out: Path, software: list[Path], everyday: Path) -> dict[str, i
     english = English()
     rows = hsk_rows()
     words = word_sample(rows, english)
-    terms = hsk_term_sample(rows, english) + software_term_sample(software, english) + read_sample(everyday, "everyday")
+    terms = (hsk_term_sample(rows, english) + software_term_sample(software, english, min_packages)
+             + read_sample(everyday, "everyday"))
     unique: dict[str, SampleRow] = {}
     for row in terms:  # a term in two sources keeps the first, HSK before software before everyday
         unique.setdefault(row.english.casefold(), row)
