@@ -5,8 +5,9 @@ Words: English base forms (nouns, verbs, adjectives) that HSK 3.0 words of level
 a definition (``hsg``'s ``assets/hsk_new.csv``), common in English (wordfreq Zipf ≥ 3.5);
 accepted: every HSK word of levels 1–6 that gives it. Terms: two- and three-word noun
 compounds and phrasal verbs among the definitions of HSK levels 1–6 (accepted: every HSK word
-that gives it), two- and three-word interface strings that at least two packages of the
-software catalogs translate (accepted: every zh_CN translation of it), and a hand-written
+that gives it), two- and three-word interface strings of the held-out software packages
+(accepted: the zh_CN translation they give; never the training rows the dictionary is built
+from), and a hand-written
 list of everyday compounds (``assets/eval/dict-everyday.tsv``). Each sample is split in two
 by the SHA-256 of the English: ``-dev`` for choosing the ranking's weights, the other for
 reporting.
