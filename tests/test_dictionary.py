@@ -43,10 +43,14 @@ EXCERPT = """\
 照顧 照顾 [zhao4 gu4] /to take care of sb/to look after sb/
 關掉 关掉 [guan1 diao4] /to turn off/to switch off/
 馬到成功 马到成功 [ma3 dao4 cheng2 gong1] /to win instant success (idiom)/
+營運 营运 [ying2 yun4] /running/operation (of airport, bus service, business etc)/
+打印 打印 [da3 yin4] /to print/
+預覽 预览 [yu4 lan3] /preview/
 """
 FREQUENCIES = {"车站": 3e-5, "站": 4e-4, "驻地": 7e-6, "猫": 5e-5, "猫儿": 1e-7, "走": 4e-4, "跑": 2e-4,
                "去": 2e-3, "孩子": 4e-4, "高": 1e-3, "购物": 1e-5, "中心": 3e-4, "商场": 2e-5, "行动": 1e-4,
-               "电话": 1e-4, "手机": 2e-4, "照顾": 5e-5, "关掉": 1e-5, "马到成功": 1e-7}
+               "电话": 1e-4, "手机": 2e-4, "照顾": 5e-5, "关掉": 1e-5, "马到成功": 1e-7, "营运": 2e-5,
+               "打印": 2e-5, "预览": 5e-6}
 LEMMAS = {"station": {"stations": "noun"}, "cat": {"cats": "noun"}, "walk": {"walked": "verb", "walking": "verb",
           "walks": "verb"}, "run": {"ran": "verb", "running": "verb", "runs": "verb"},
           "go": {"went": "verb", "gone": "verb", "goes": "verb", "going": "verb"}, "child": {"children": "noun"},
@@ -55,11 +59,23 @@ LEMMAS = {"station": {"stations": "noun"}, "cat": {"cats": "noun"}, "walk": {"wa
           "known": {}, "well": {}, "doe": {"does": "noun"}, "do": {"does": "verb", "did": "verb", "done": "verb"}}
 
 
-def _inputs():
+#: Sentence pairs: "station" is 车站 in each (站 alone stands for "stand"), the cat lines.
+SENTENCES = [("Where is the station?", "车站在哪儿？"), ("The station is near.", "車站很近。"),
+             ("I walked to the station.", "我走到车站。"), ("Stand up.", "站起来。"), ("Don't stand there.", "别站在那儿。"),
+             ("He is running.", "他在跑。"), ("The dog was running fast.", "狗跑得很快。"), ("I have a cat.", "我有一只猫。")]
+#: Software rows (package, zh_hans, zh_hant, en): "print preview" is confirmed by two packages,
+#: "page setup" by one only; "station" is a term CC-CEDICT knows.
+SOFTWARE = [("gedit", "打印预览", "預覽列印", "Print Pre_view"), ("gimp", "打印预览", "", "_Print Preview…"),
+            ("gimp", "显示打印预览", "", "Show print preview"), ("gedit", "页面设置", "", "Page Setup"),
+            ("inkscape", "站点", "", "Station"), ("gimp", "站点", "", "Station list")]
+
+
+def _inputs(sentences=(), software=()):
     from edge_translator.toolchain.dictbuild import Inputs
 
     return Inputs(EXCERPT.splitlines(), dict(FREQUENCIES), {k: dict(v) for k, v in LEMMAS.items()},
-                  {"cedict": "1.0.0", "wordfreq": "3.1.1", "lemminflect": "0.2.3"})
+                  {"cedict": "1.0.0", "wordfreq": "3.1.1", "lemminflect": "0.2.3", "tatoeba": "1.0.0",
+                   "hsk_sentences": "1.0.0", "software": "sha256 0f"}, list(sentences), list(software))
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +123,11 @@ def test_the_manifest_states_sources_versions_licences_and_counts(tiny):
     manifest = json.loads((tiny / "dictionary.json").read_text(encoding="utf-8"))
     assert manifest["licence"] == "CC BY-SA 4.0" and manifest["version"] == "2022-09-24T07:50:58Z"
     assert {s["name"].split()[0]: s["version"] for s in manifest["sources"]} == {
-        "CC-CEDICT": "1.0.0", "wordfreq": "3.1.1", "LemmInflect": "0.2.3"}
+        "CC-CEDICT": "1.0.0", "wordfreq": "3.1.1", "LemmInflect": "0.2.3", "Tatoeba": "1.0.0",
+        "hsk-sentences-audio": "1.0.0", "software": "sha256 0f"}
+    licences = {s["name"].split()[0]: s["licence"] for s in manifest["sources"]}
+    assert licences["Tatoeba"] == "CC BY 2.0 FR" and licences["hsk-sentences-audio"] == "CC BY-SA 4.0"
+    assert "GPL or LGPL" in licences["software"] and "held-out packages never read" in manifest["sources"][-1]["name"]
     assert all(s["licence"] and s["url"] and s["used_for"] for s in manifest["sources"])
     data = tiny / "en-zh.tsv.zlib"
     assert manifest["files"]["en-zh.tsv.zlib"]["size"] == data.stat().st_size
@@ -144,7 +164,67 @@ def test_irregular_forms_are_stored_only_where_the_rules_fail(tiny):
     assert dictionary.lemmas("does") == ["do", "doe"]  # the rules say "doe" first; "do" is the commoner
     assert dictionary.lemmas("walked") == ["walk"]  # regular: the rules undo it
     assert _heads(dictionary, "went") == ["去", "走"] and _heads(dictionary, "children") == ["孩子"]
-    assert _heads(dictionary, "walked") == ["走"] and _heads(dictionary, "running") == ["跑", "走"]
+    assert _heads(dictionary, "walked") == ["走"] and _heads(dictionary, "running") == ["跑", "走", "营运"]
+
+
+def test_cooccurrence_counts_a_headword_only_outside_a_longer_candidate():
+    from edge_translator.toolchain.dictcooc import Candidate, count
+
+    candidates = {"station": [Candidate("站", ("站",)), Candidate("车站", ("车站", "車站"))],
+                  "stand": [Candidate("站", ("站",))], "run": [Candidate("跑", ("跑",))]}
+    counts = count(SENTENCES, candidates, {"running": ["run"], "walked": ["walk"]})
+    assert counts.sentences == len(SENTENCES) and counts.terms["station"] == 3 and counts.terms["run"] == 2
+    assert counts.joint[("station", "车站")] == 3  # Traditional 車站 counts as 车站
+    assert counts.joint[("station", "站")] == 0  # 站 inside 车站 is no evidence for 站
+    assert counts.heads["站"] == 5 and counts.joint[("stand", "站")] == 2
+    assert counts.dice("station", "车站") == 1.0 and counts.dice("station", "站") == 0.0
+    assert round(counts.dice("stand", "站"), 3) == round(2 * 2 / (2 + 5), 3) and counts.share("run", "跑") == 1.0
+
+
+def test_evidence_from_sentence_pairs_reorders_a_sense(tmp_path):
+    from edge_translator.toolchain.dictbuild import build_dictionary
+
+    build_dictionary(tmp_path / "with", _inputs(SENTENCES))
+    dictionary = Dictionary.load(tmp_path / "with")
+    assert _heads(dictionary, "station")[:2] == ["车站", "站"]  # 站 alone is commoner, 车站 is what sentences say
+    assert _heads(dictionary, "cat") == ["猫", "猫儿"]  # no evidence against the order by frequency
+    assert json.loads((tmp_path / "with" / "dictionary.json").read_text(encoding="utf-8"))["counts"]["sentences"] == {
+        "everyday": len(SENTENCES), "software": 0}
+
+
+def test_a_rare_inflected_entry_yields_to_its_lemma(tiny, tmp_path):
+    from edge_translator.toolchain.dictbuild import build_dictionary
+
+    assert _heads(Dictionary.load(tiny), "running") == ["跑", "走", "营运"]  # 营运 is rare: run's best come first
+    build_dictionary(tmp_path / "with", _inputs(SENTENCES))
+    assert _heads(Dictionary.load(tmp_path / "with"), "running")[0] == "跑"
+    assert _heads(Dictionary.load(tiny), "went") == ["去", "走"]  # no entry of its own: the lemma's
+
+
+def test_interface_terms_two_packages_confirm_become_entries(tmp_path):
+    from edge_translator.toolchain.dictbuild import build_dictionary
+
+    build_dictionary(tmp_path / "sw", _inputs(software=SOFTWARE))
+    dictionary = Dictionary.load(tmp_path / "sw")
+    entry = dictionary.lookup("Print Preview")[0]
+    assert entry == DictionaryEntry("打印预览", "打印預覽", "", ("print preview",), "software")  # 預覽列印 rewords it
+    assert dictionary.best("print previews", "zh-Hant") == "打印預覽"
+    assert dictionary.lookup("page setup") == []  # one package only
+    assert "站点" not in _heads(dictionary, "station")  # a term CC-CEDICT knows keeps its own entries
+    assert dictionary.lookup("station")[0].source == "cc-cedict"
+    assert dictionary.info["counts"]["software_entries"] == 1
+
+
+def test_interface_strings_are_cleaned_and_traditional_forms_checked():
+    from edge_translator.toolchain.dictionary import parse_cedict
+    from edge_translator.toolchain.dictterms import interface_string, software_terms, to_traditional
+
+    assert interface_string("_Open File…") == "open file" and interface_string("Save _As:") == "save as"
+    assert interface_string("Open %s") is None and interface_string("Do not save the file") is None
+    entries = parse_cedict(EXCERPT.splitlines())
+    assert to_traditional("打印预览", entries) == "打印預覽" and to_traditional("车站X", entries) == "車站X"
+    rows = [("a", "帧", "張", "Frame"), ("b", "帧", "", "Frame rate and frame")]
+    assert [(t.english, t.traditional) for t in software_terms(rows, entries)] == [("frame", "帧")]  # 張 is another word
 
 
 # --- refusing a damaged folder -----------------------------------------------------------------
@@ -180,10 +260,10 @@ def test_a_truncated_or_missing_data_file_is_refused(copy):
 def test_a_wrong_format_version_or_manifest_is_refused(copy, tmp_path):
     manifest_path = copy / "dictionary.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    manifest_path.write_text(json.dumps(dict(manifest, format_version=2)), encoding="utf-8")
+    manifest_path.write_text(json.dumps(dict(manifest, format_version=1)), encoding="utf-8")
     with pytest.raises(BundleError) as caught:
         Dictionary.load(copy)
-    assert "dictionary.json has format_version 2, this edge-translator reads 1" in _one_line(caught.value)
+    assert "dictionary.json has format_version 1, this edge-translator reads 2" in _one_line(caught.value)
     manifest_path.write_text(json.dumps(dict(manifest, format="something-else")), encoding="utf-8")
     with pytest.raises(BundleError, match="not an edge-translator dictionary manifest"):
         Dictionary.load(copy)
@@ -224,6 +304,8 @@ def test_the_packaged_dictionary_is_in_the_package_and_loaded_once(packaged):
     ("teacher", {"老师", "教师"}), ("table", {"桌子"}), ("typhoon", {"台风"}), ("left", {"左"}),
     ("file", {"文件"}), ("train station", {"火车站"}), ("credit card", {"信用卡"}), ("mobile phone", {"手机"}),
     ("swimming pool", {"游泳池"}), ("post office", {"邮局"}), ("username", {"用户名", "账号"}),
+    ("shop", {"店", "商店"}), ("use", {"用", "使用"}), ("stop", {"停止", "停"}), ("open", {"打开", "开"}),
+    ("wife", {"妻子", "老婆"}), ("wedding", {"婚礼"}), ("print preview", {"打印预览"}), ("save as", {"另存为"}),
 ])
 def test_plain_words_and_terms(packaged, term, accepted):
     assert packaged.best(term) in accepted
@@ -234,7 +316,7 @@ def test_plain_words_and_terms(packaged, term, accepted):
     ("children", {"孩子", "子女", "孩子们"}), ("mice", {"老鼠", "鼠标"}), ("feet", {"脚", "英尺", "足"}),
     ("bigger", {"大"}), ("happier", {"快乐", "高兴"}), ("jumped", {"跳"}), ("cities", {"城市"}), ("making", {"做", "制作", "作"}),
     ("shopping malls", {"商场"}), ("credit cards", {"信用卡"}), ("turned off", {"关", "关掉", "关上", "关机"}),
-    ("gave up", {"放弃"}),
+    ("gave up", {"放弃"}), ("running", {"跑", "跑步"}),
 ])
 def test_inflections_find_their_lemma(packaged, form, accepted):
     assert packaged.best(form) in accepted
@@ -297,18 +379,19 @@ def scores(packaged) -> dict:
 def test_the_word_sample_metric_holds(scores):
     words = scores["words"]
     assert words["rows"] >= 300 and words["coverage"] >= 0.99
-    assert words["accuracy"] >= 0.83  # measured 0.851: the best headword is an HSK word that gives it
-    assert words["loose_accuracy"] >= 0.92  # measured 0.945
-    assert words["top3"] >= 0.95  # measured 0.973
+    assert words["accuracy"] >= 0.82  # measured 0.834: the best headword is an HSK word that gives it
+    assert words["main_accuracy"] >= 0.75  # measured 0.771: one whose first sense the word is
+    assert words["loose_accuracy"] >= 0.92  # measured 0.936
+    assert words["top3"] >= 0.95  # measured 0.967
 
 
 def test_the_term_sample_metric_holds(scores):
     terms = scores["terms"]
     assert terms["rows"] >= 150
-    assert terms["by_origin"]["hsk"] >= 0.88  # measured 0.900
-    assert terms["by_origin"]["everyday"] >= 0.65  # measured 0.750
-    assert terms["precision"] >= 0.86  # measured 0.886: right among the terms it answers
-    assert terms["accuracy"] >= 0.60  # measured 0.627: the software strings are mostly not in CC-CEDICT
+    assert terms["by_origin"]["hsk"] >= 0.88  # measured 0.894
+    assert terms["by_origin"]["everyday"] >= 0.60  # measured 0.667 (14 of 21)
+    assert terms["precision"] >= 0.87  # measured 0.899: right among the terms it answers
+    assert terms["accuracy"] >= 0.70  # measured 0.733: the held-out packages' strings are rarely known
 
 
 def test_the_metric_counts_no_answer_as_a_miss():
@@ -330,10 +413,16 @@ def test_eval_dictionary_prints_both_metrics():
 
 @pytest.mark.slow
 def test_rebuilding_from_the_packages_gives_the_packaged_bytes(tmp_path):
-    """The packaged folder is what `build-dictionary` makes from the pinned packages."""
+    """The packaged folder is what `build-dictionary` makes from the pinned packages and the
+    software harvest (work/software/software.tsv, from `harvest-software`; its sha256 is in the
+    manifest)."""
     pytest.importorskip("wordfreq")
     pytest.importorskip("lemminflect")
-    result = run_cli("build-dictionary", str(tmp_path / "en-zh"))
+    pytest.importorskip("hsk_sentences_audio")
+    software = ROOT / "work" / "software" / "software.tsv"
+    if not software.is_file():
+        pytest.skip(f"{software} is missing: run `edge-translator harvest-software work/software`")
+    result = run_cli("build-dictionary", str(tmp_path / "en-zh"), "--software", str(software))
     assert result.returncode == 0, result.stderr.decode()
     for path in packaged_folder().iterdir():
         assert (tmp_path / "en-zh" / path.name).read_bytes() == path.read_bytes(), path.name

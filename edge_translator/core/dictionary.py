@@ -2,9 +2,10 @@
 
 A dictionary is a folder: ``dictionary.json`` (the manifest: format, sources, licence,
 counts, and the sha256 and size of the data file) and one zlib-compressed data file of sorted
-lines in four sections: the entries (``simplified, traditional, pinyin, glosses``), the
-terms (an English term → its entries, best first), the inflected forms the suffix rules of
-:mod:`.inflection` cannot undo (``went`` → ``go``), and the English words. Loading verifies
+lines in four sections: the entries (``simplified, traditional, pinyin, glosses``, and the
+source of an entry not from CC-CEDICT), the terms (an English term → its entries, best
+first), the inflected forms the suffix rules of :mod:`.inflection` cannot undo (``went`` →
+``go``), and the English words. Loading verifies
 the checksum and keeps the decompressed bytes; a lookup is a binary search over them, so
 nothing is parsed until it is asked for. ``edge-translator build-dictionary`` writes the folder.
 """
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "dictionary.json"
 FORMAT = "edge-translator-dictionary"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: The packaged dictionary, under ``edge_translator/dictionaries/``.
 DEFAULT_DICTIONARY = "en-zh"
 #: The sections of the data file, in order.
@@ -72,7 +73,10 @@ class DictionaryEntry:
     pinyin: str
     """Its reading, with tone marks: ``"chē zhàn"``."""
     glosses: tuple[str, ...]
-    """The CC-CEDICT glosses, in the dictionary's order."""
+    """The CC-CEDICT glosses, in the dictionary's order (an interface term's English)."""
+    source: str = "cc-cedict"
+    """Where the entry comes from: ``"cc-cedict"``, or ``"software"`` for an interface term of
+    the software catalogs (no pinyin)."""
 
     def headword(self, target: str = "zh-Hans") -> str:
         """The headword in the script a target asks for: Traditional for ``"zh-Hant"``, else
@@ -191,8 +195,8 @@ class Dictionary:
     def _entry(self, offset: int) -> DictionaryEntry:
         start = self._sections["entries"][0] + offset
         line = self._data[start:self._data.index(b"\n", start)].decode("utf-8")
-        simplified, traditional, pinyin, glosses = line.split("\t")
-        return DictionaryEntry(simplified, traditional, pinyin, tuple(glosses.split("/")))
+        simplified, traditional, pinyin, glosses, *source = line.split("\t")
+        return DictionaryEntry(simplified, traditional, pinyin, tuple(glosses.split("/")), *source)
 
     def _known(self, word: str) -> bool:
         return self._value("words", word, b"\n") is not None

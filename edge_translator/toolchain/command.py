@@ -199,6 +199,9 @@ def add_parsers(sub) -> None:
                         "from CC-CEDICT, wordfreq and lemminflect (extra 'dictionary')")
     bd.add_argument("out", help="folder to write, e.g. edge_translator/dictionaries/en-zh")
     bd.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    bd.add_argument("--software", metavar="FILE", default="work/software/software.tsv",
+                    help="the software catalogs' training rows from harvest-software (default "
+                    "work/software/software.tsv; the held-out packages' files are never read)")
     bd.set_defaults(func=cmd_build_dictionary)
 
     ed = sub.add_parser("eval-dictionary", help="score the dictionary on the word and term samples "
@@ -212,8 +215,8 @@ def add_parsers(sub) -> None:
     ed.add_argument("--json", metavar="FILE", help="also write the scores and every miss as JSON")
     ed.add_argument("--draw-samples", metavar="DIR", help="draw the samples into DIR instead (extra 'dictionary'; "
                     "needs --software)")
-    ed.add_argument("--software", nargs="+", metavar="TSV", help="the software catalogs' pairs (origin, zh_hans, "
-                    "zh_hant, en), for --draw-samples")
+    ed.add_argument("--software", nargs="+", metavar="TSV", help="the held-out software packages' pairs (origin, "
+                    "zh_hans, zh_hant, en: software-test.tsv, software-dev.tsv), for --draw-samples")
     ed.add_argument("--everyday", metavar="FILE", default="assets/eval/dict-everyday.tsv",
                     help="hand-written everyday compounds, for --draw-samples (default assets/eval/dict-everyday.tsv)")
     ed.set_defaults(func=cmd_eval_dictionary)
@@ -554,9 +557,9 @@ def cmd_build_dictionary(args: argparse.Namespace) -> int:
     """Build the dictionary folder (see toolchain.dictbuild)."""
     from .dictbuild import DATA_FILE, build_dictionary
 
-    manifest = build_dictionary(Path(args.out), force=args.force)
+    manifest = build_dictionary(Path(args.out), force=args.force, software=Path(args.software))
     size = manifest["files"][DATA_FILE]["size"]
-    counts = ", ".join(f"{value} {key}" for key, value in manifest["counts"].items())
+    counts = ", ".join(f"{value} {key}" for key, value in manifest["counts"].items() if isinstance(value, int))
     print(f"{args.out}: {counts}; {DATA_FILE} {size / 1e6:.2f} MB ({manifest['source']}, {manifest['licence']})")
     return 0
 

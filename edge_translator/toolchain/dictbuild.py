@@ -25,8 +25,10 @@ from pathlib import Path
 from ..core.dictionary import FORMAT, FORMAT_VERSION, MANIFEST, SECTIONS, Dictionary
 from ..core.errors import ExportError, require
 from ..core.inflection import rule_lemmas
+from . import dictcooc
 from .dictionary import Entry, parse_cedict
 from .dictrank import Frequency, RankOptions, rank_entries
+from .dictterms import software_terms, term_entry
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,19 @@ SOURCES = {
                     "Lexicon, distributed without charge)", "url": "https://github.com/bjascob/LemmInflect",
                     "package": "lemminflect",
                     "used_for": "the English word list and the inflected forms the suffix rules cannot undo"},
+    "tatoeba": {"name": "Tatoeba (the training split: cmn_id % 20 not 0 or 1)", "licence": "CC BY 2.0 FR",
+                "url": "https://tatoeba.org", "package": "hsg", "file": "assets/tatoeba.tsv",
+                "used_for": "ranking: how often an English term and each headword share a sentence pair"},
+    "hsk_sentences": {"name": "hsk-sentences-audio", "licence": "CC BY-SA 4.0",
+                      "url": "https://github.com/no7z/hsk-sentences-audio", "package": "hsk-sentences-audio",
+                      "used_for": "ranking: how often an English term and each headword share a sentence pair"},
+    "software": {"name": "software catalogs of Debian bookworm (main): the training rows of "
+                 "`edge-translator harvest-software` (software.tsv; the held-out packages never read)",
+                 "licence": "GPL or LGPL catalogs per package (software-sources.json names each); the dictionary "
+                 "keeps short common interface terminology (1-3 words) and counts",
+                 "url": "https://www.debian.org", "file": "software.tsv",
+                 "used_for": "interface terms of 1-3 words whose Chinese rows of two packages confirm (entries "
+                             "marked 'software'); ranking: how often a term and each headword share a row"},
 }
 _WORD = re.compile(r"^[a-z][a-z'-]*[a-z]$|^[a-z]$")
 _TONES = {"a": "āáǎàa", "e": "ēéěèe", "i": "īíǐìi", "o": "ōóǒòo", "u": "ūúǔùu", "ü": "ǖǘǚǜü"}
@@ -63,6 +78,25 @@ class DictBuildOptions:
     plural_margin: float = 1.0
     """... and this much under its singular's best is left to its singular (see
     :func:`drop_weak_plurals`)."""
+    evidence: dictcooc.EvidenceOptions = field(default_factory=dictcooc.EvidenceOptions)
+    """How much the parallel text's co-occurrence counts move a headword up."""
+    lemma_entries: int = 3
+    """An inflected form with entries of its own is also offered this many of its lemma's best
+    entries ("running": 跑 beside 营运) ..."""
+    lemma_penalty: float = 0.5
+    """... each scoring this much under what it scores for the lemma, when the form's own
+    best scores under :attr:`lemma_weak` ..."""
+    lemma_weak: float = 4.5
+    """(a rare word: 营运 "running" scores 4.33) ..."""
+    lemma_margin: float = 0.5
+    """... and this much under the lemma's best (see :func:`offer_lemmas`)."""
+    term_packages: int = 2
+    """Packages whose rows must confirm an interface term's Chinese (see
+    :func:`.dictterms.software_terms`) ..."""
+    term_share: float = 0.5
+    """... in at least this share of the rows that hold the term."""
+    term_score: float = 4.0
+    """The score of an interface term's entry before the evidence (a common word's Zipf)."""
     level: int = 9
     """zlib compression level of the data file (zlib, not xz: it decompresses four times
     faster, which keeps loading under 0.3 s)."""
@@ -80,6 +114,11 @@ class Inputs:
     """English lemma → its inflected forms (lowercase words) → ``"noun"``, ``"verb"`` or ``"adj"``."""
     versions: dict[str, str]
     """Input key of :data:`SOURCES` → the version of the package that supplied it."""
+    sentences: list[tuple[str, str]] = field(default_factory=list)
+    """Everyday ``(english, chinese)`` sentence pairs: Tatoeba's training split and
+    hsk-sentences-audio."""
+    software: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """The software catalogs' training rows ``(package, zh_hans, zh_hant, en)``."""
 
 
 def _version(dist: str, extra: str = "dictionary") -> str:
@@ -92,16 +131,46 @@ def _version(dist: str, extra: str = "dictionary") -> str:
                           f"'edge-translator[{extra}]'`") from None
 
 
-def read_inputs() -> Inputs:
-    """The installed packages' data: CC-CEDICT, wordfreq's Chinese list, lemminflect's lexicon.
+def read_software(path: Path) -> list[tuple[str, str, str, str]]:
+    """The software catalogs' training rows ``(package, zh_hans, zh_hant, en)`` of a
+    ``software.tsv``.
+
+    Raises:
+        ExportError: If the file is missing.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ExportError(f"{path} is missing: the software catalogs' training rows come from `edge-translator "
+                          "harvest-software work/software`; pass --software FILE")
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) == 4:
+                rows.append((cols[0], cols[1], cols[2], cols[3]))
+    return rows
+
+
+def read_inputs(software: Path) -> Inputs:
+    """The installed packages' data (CC-CEDICT, wordfreq's Chinese list, lemminflect's lexicon,
+    Tatoeba's training split, hsk-sentences-audio) and the software catalogs' training rows.
+
+    Args:
+        software: The ``software.tsv`` of ``edge-translator harvest-software`` (its held-out
+            packages' files are never read).
 
     Raises:
         ExportError: If a package or one of its files is missing.
         MissingDependencyError: If wordfreq or lemminflect cannot be imported.
     """
-    from .traindata import cedict_path, package_asset
+    from .traindata import cedict_path, hsk_pairs, package_asset, read_pairs, split_pairs, tatoeba_path
 
-    versions = {"cedict": _version("hsg"), "wordfreq": _version("wordfreq"), "lemminflect": _version("lemminflect")}
+    versions = {"cedict": _version("hsg"), "wordfreq": _version("wordfreq"), "lemminflect": _version("lemminflect"),
+                "tatoeba": _version("hsg"), "hsk_sentences": _version("hsk-sentences-audio")}
+    software_rows = read_software(software)
+    versions["software"] = "sha256 " + hashlib.sha256(Path(software).read_bytes()).hexdigest()
+    sentences = [(en, zh) for _, zh, _, en in split_pairs(read_pairs(tatoeba_path()))["train"]]
+    sentences += [(en, zh) for zh, en in hsk_pairs()]
     lines = cedict_path().read_text(encoding="utf-8").splitlines()
     wordfreq = require("wordfreq", "dictionary")
     frequencies = dict(wordfreq.get_frequency_dict("zh", "large"))
@@ -119,7 +188,7 @@ def read_inputs() -> Inputs:
                             forms.setdefault(form, upos)
     for spellings in lemminflect.getAllInflections("be", "AUX").values():
         lemmas.setdefault("be", {}).update((form, "verb") for form in spellings if form != "be")
-    return Inputs(lines, frequencies, lemmas, versions)
+    return Inputs(lines, frequencies, lemmas, versions, sentences, software_rows)
 
 
 def pinyin_marks(numbered: str) -> str:
@@ -229,6 +298,77 @@ def inflection_exceptions(lemmas: dict[str, dict[str, str]], words: set[str],
     return out
 
 
+def offer_lemmas(ranked: dict[str, list[tuple[float, int]]], lemmas: dict[str, dict[str, str]],
+                 heads: list[str], count: int, penalty: float, weak: float, margin: float) -> int:
+    """Offer an inflected form that has entries of its own its lemmas' best entries too.
+
+    "running" is a sense of 营运 (to run a business) only; 跑, the first answer for "run",
+    should be able to win it. When the form's best entry scores under ``weak`` and ``margin``
+    under its lemma's, each lemma's first ``count`` entries join the form's, ``penalty``
+    under their score for the lemma, unless the form already has that headword; the
+    evidence then decides (see :func:`.dictcooc.rerank`). "heading" (标题) and "moving"
+    (感动) keep their own.
+
+    Args:
+        ranked: Term → ``[(score, entry index)]``, best first; changed in place.
+        lemmas: Lemma → inflected form → part of speech.
+        heads: Entry index → its Simplified headword.
+        count: Entries offered from each lemma.
+        penalty: Score they lose.
+        weak: Best score under which a form's own entries count as rare.
+        margin: How much better the lemma's best entry must score.
+
+    Returns:
+        How many forms were offered entries.
+    """
+    offered = 0
+    for form, owners in sorted(_owners(lemmas).items()):
+        strongest = max((ranked[lemma][0][0] for lemma in owners if lemma in ranked), default=None)
+        if form not in ranked or strongest is None or not (ranked[form][0][0] < weak
+                                                            and strongest - ranked[form][0][0] >= margin):
+            continue
+        own = {heads[index] for _, index in ranked[form]}
+        extra = [(round(score - penalty, 4), index) for lemma in sorted(owners) if lemma in ranked
+                 for score, index in ranked[lemma][:count] if heads[index] not in own]
+        if extra:
+            ranked[form] = sorted(ranked[form] + extra, key=lambda item: -item[0])
+            offered += 1
+    return offered
+
+
+def add_terms(ranked: dict[str, list[tuple[float, int]]], entries: list[Entry], inputs: Inputs,
+              options: DictBuildOptions) -> int:
+    """Add the interface terms of the software catalogs (:func:`.dictterms.software_terms`) that
+    CC-CEDICT does not know as entries ("print preview"; "window" keeps 窗户 and 窗口 and
+    leaves 窗口's rank to the evidence).
+
+    Returns:
+        How many entries were added (appended to ``entries``).
+    """
+    added = 0
+    for term in software_terms(inputs.software, entries, options.term_packages, options.term_share):
+        if term.english in ranked:
+            continue
+        entries.append(term_entry(term))
+        ranked.setdefault(term.english, []).append((options.term_score, len(entries) - 1))
+        added += 1
+    return added
+
+
+def gather_evidence(ranked: dict[str, list[tuple[float, int]]], entries: list[Entry], inputs: Inputs,
+                    options: DictBuildOptions) -> dict[str, dictcooc.Cooccurrence]:
+    """The co-occurrence counts of every term and its candidates, over the everyday sentences
+    and over the software rows, apart."""
+    candidates = {term: [dictcooc.Candidate(entries[i].simplified, tuple(sorted({entries[i].simplified,
+                                                                                  entries[i].traditional})))
+                         for _, i in found] for term, found in ranked.items()}
+    forms = {form: sorted(owners) for form, owners in _owners(inputs.lemmas).items()}
+    software = [(english.replace("_", "").replace("&", ""), chinese) for _, chinese, _, english in inputs.software]
+    limit = options.evidence.max_chars
+    return {"everyday": dictcooc.count(inputs.sentences, candidates, forms, limit),
+            "software": dictcooc.count(software, candidates, forms, limit)}
+
+
 def build_data(inputs: Inputs, options: DictBuildOptions | None = None) -> tuple[bytes, dict]:
     """The data file's contents (uncompressed) and the manifest's ``data`` and ``counts``.
 
@@ -243,6 +383,13 @@ def build_data(inputs: Inputs, options: DictBuildOptions | None = None) -> tuple
     entries: list[Entry] = parse_cedict(inputs.cedict_lines)
     frequency = Frequency(inputs.frequencies, options.rank.unknown_zipf)
     ranked = rank_entries(entries, frequency, options.rank)
+    added = add_terms(ranked, entries, inputs, options)
+    heads = [entry.simplified for entry in entries]
+    offered = offer_lemmas(ranked, inputs.lemmas, heads, options.lemma_entries, options.lemma_penalty,
+                           options.lemma_weak, options.lemma_margin)
+    evidence = gather_evidence(ranked, entries, inputs, options)
+    weights = {"everyday": options.evidence.everyday, "software": options.evidence.software}
+    ranked = dictcooc.rerank(ranked, heads, evidence, weights)
     drop_weak_plurals(ranked, inputs.lemmas, options.weak_plural, options.plural_margin)
     kept = {term: [index for _, index in found[: options.entries_per_term]] for term, found in ranked.items()}
     used = sorted({index for indexes in kept.values() for index in indexes})
@@ -251,8 +398,8 @@ def build_data(inputs: Inputs, options: DictBuildOptions | None = None) -> tuple
     position = 0
     for index in used:
         entry = entries[index]
-        line = "\t".join((entry.simplified, entry.traditional, pinyin_marks(entry.pinyin),
-                          "/".join(entry.glosses))).encode("utf-8") + b"\n"
+        fields = (entry.simplified, entry.traditional, pinyin_marks(entry.pinyin), "/".join(entry.glosses))
+        line = "\t".join(fields + ((entry.source,) if entry.source else ())).encode("utf-8") + b"\n"
         offsets[index] = position
         position += len(line)
         entry_lines.append(line)
@@ -269,7 +416,10 @@ def build_data(inputs: Inputs, options: DictBuildOptions | None = None) -> tuple
     for name in SECTIONS:
         bounds[name] = [len(data), len(data) + len(sections[name])]
         data += sections[name]
-    counts = {"entries": len(used), "terms": len(kept), "forms": len(forms), "words": len(words)}
+    counts = {"entries": len(used), "terms": len(kept), "forms": len(forms), "words": len(words),
+              "software_entries": sum(1 for i in used if entries[i].source), "lemma_offers": offered,
+              "sentences": {name: counts.sentences for name, counts in evidence.items()}}
+    logger.debug("interface terms added: %d", added)
     return data, {"sections": bounds, "counts": counts}
 
 
@@ -281,7 +431,7 @@ def _cedict_version(lines: list[str]) -> str:
 
 
 def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuildOptions | None = None,
-                     force: bool = False) -> dict:
+                     force: bool = False, software: Path = Path("work/software/software.tsv")) -> dict:
     """Write a dictionary folder: ``dictionary.json`` and the zlib-compressed data file.
 
     Args:
@@ -289,6 +439,7 @@ def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuild
         inputs: The data; :func:`read_inputs` when ``None``.
         options: What to keep; the defaults when ``None``.
         force: Replace ``out`` if it exists.
+        software: The software catalogs' training rows, for :func:`read_inputs`.
 
     Returns:
         The manifest written.
@@ -300,7 +451,7 @@ def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuild
     out = Path(out)
     if out.exists() and not force:
         raise ExportError(f"{out} exists; pass --force to replace it")
-    inputs = inputs or read_inputs()
+    inputs = inputs or read_inputs(software)
     data, layout = build_data(inputs, options)
     packed = zlib.compress(data, options.level)
     cedict_date = _cedict_version(inputs.cedict_lines)
@@ -313,7 +464,8 @@ def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuild
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "name": "en-zh",
         "source_language": "en", "target_language": "zh",
-        "source": f"CC-CEDICT {cedict_date}, ranked by wordfreq {inputs.versions.get('wordfreq', '?')}",
+        "source": f"CC-CEDICT {cedict_date} and interface terms of Debian's software catalogs, ranked by wordfreq "
+                  f"{inputs.versions.get('wordfreq', '?')} and co-occurrence in Tatoeba, HSK sentences and the catalogs",
         "version": cedict_date, "licence": LICENCE, "sources": sources, "counts": layout["counts"],
         "data": {"file": DATA_FILE, "compression": "zlib", "length": len(data), "sections": layout["sections"]},
         "files": {DATA_FILE: {"sha256": hashlib.sha256(packed).hexdigest(), "size": len(packed)}},

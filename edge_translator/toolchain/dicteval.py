@@ -5,8 +5,9 @@ Words: English base forms (nouns, verbs, adjectives) that HSK 3.0 words of level
 a definition (``hsg``'s ``assets/hsk_new.csv``), common in English (wordfreq Zipf ≥ 3.5);
 accepted: every HSK word of levels 1–6 that gives it. Terms: two- and three-word noun
 compounds and phrasal verbs among the definitions of HSK levels 1–6 (accepted: every HSK word
-that gives it), two- and three-word interface strings that at least two packages of the
-software catalogs translate (accepted: every zh_CN translation of it), and a hand-written
+that gives it), two- and three-word interface strings of the held-out software packages
+(accepted: the zh_CN translation they give; never the training rows the dictionary is built
+from), and a hand-written
 list of everyday compounds (``assets/eval/dict-everyday.tsv``). Each sample is split in two
 by the SHA-256 of the English: ``-dev`` for choosing the ranking's weights, the other for
 reporting.
@@ -146,7 +147,7 @@ def hsk_term_sample(rows: list[tuple[str, str, str]], english: English, min_zipf
     return out
 
 
-def software_term_sample(paths: Iterable[Path], english: English, min_packages: int = 2,
+def software_term_sample(paths: Iterable[Path], english: English, min_packages: int = 1,
                          min_zipf: float = 3.5) -> list[SampleRow]:
     """Interface strings of 2–3 common words that ``min_packages`` packages translate, each
     with every zh_CN translation seen (TSV: origin, zh_hans, zh_hant, en)."""
@@ -263,13 +264,16 @@ def dictionary_primary(dictionary: Dictionary) -> Callable[[str], bool]:
     return primary
 
 
-def make_samples(out: Path, software: list[Path], everyday: Path) -> dict[str, int]:
+def make_samples(out: Path, software: list[Path], everyday: Path, min_packages: int = 1) -> dict[str, int]:
     """Draw the samples and write ``dict-words{,-dev}.tsv`` and ``dict-terms{,-dev}.tsv``.
 
     Args:
         out: The folder (``assets/eval``).
-        software: The software catalogs' TSV files (origin, zh_hans, zh_hant, en).
+        software: The software catalogs' TSV files (origin, zh_hans, zh_hant, en): the
+            held-out packages' (``software-test.tsv``, ``software-dev.tsv``), never the rows
+            the dictionary is built from.
         everyday: The hand-written everyday compounds (English, accepted).
+        min_packages: Packages that must translate an interface string for it to be drawn.
 
     Returns:
         File name → rows written.
@@ -277,7 +281,8 @@ def make_samples(out: Path, software: list[Path], everyday: Path) -> dict[str, i
     english = English()
     rows = hsk_rows()
     words = word_sample(rows, english)
-    terms = hsk_term_sample(rows, english) + software_term_sample(software, english) + read_sample(everyday, "everyday")
+    terms = (hsk_term_sample(rows, english) + software_term_sample(software, english, min_packages)
+             + read_sample(everyday, "everyday"))
     unique: dict[str, SampleRow] = {}
     for row in terms:  # a term in two sources keeps the first, HSK before software before everyday
         unique.setdefault(row.english.casefold(), row)

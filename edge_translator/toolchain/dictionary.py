@@ -53,12 +53,14 @@ class DictionaryOptions:
 
 @dataclass(frozen=True)
 class Entry:
-    """One CC-CEDICT line."""
+    """One CC-CEDICT line (or an entry of another source, named by ``source``)."""
 
     traditional: str
     simplified: str
     pinyin: str
     glosses: tuple[str, ...]
+    source: str = ""
+    """Empty for CC-CEDICT; else where the entry comes from (``"software"``)."""
 
 
 def parse_cedict(lines: Iterable[str]) -> list[Entry]:
