@@ -409,20 +409,3 @@ def test_eval_dictionary_prints_both_metrics():
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
     assert out.startswith("words: ") and "\nterms: " in out and "coverage" in out and "looser" in out
-
-
-@pytest.mark.slow
-def test_rebuilding_from_the_packages_gives_the_packaged_bytes(tmp_path):
-    """The packaged folder is what `build-dictionary` makes from the pinned packages and the
-    software harvest (work/software/software.tsv, from `harvest-software`; its sha256 is in the
-    manifest)."""
-    pytest.importorskip("wordfreq")
-    pytest.importorskip("lemminflect")
-    pytest.importorskip("hsk_sentences_audio")
-    software = ROOT / "work" / "software" / "software.tsv"
-    if not software.is_file():
-        pytest.skip(f"{software} is missing: run `edge-translator harvest-software work/software`")
-    result = run_cli("build-dictionary", str(tmp_path / "en-zh"), "--software", str(software))
-    assert result.returncode == 0, result.stderr.decode()
-    for path in packaged_folder().iterdir():
-        assert (tmp_path / "en-zh" / path.name).read_bytes() == path.read_bytes(), path.name

@@ -49,7 +49,8 @@ def evaluate_bundle(bundle: str | Path, pairs: str | Path, limit: int | None = N
     with Translator.load(bundle, threads=threads, cache=None,
                          engine=EngineOptions(max_batch_size=batch_size)) as translator:
         start = time.perf_counter()
-        hypotheses = translator.translate_batch(sources, TranslateOptions(shortlist=shortlist))
+        # the model's translations: a lone word or term is not handed to the dictionary
+        hypotheses = translator.translate_batch(sources, TranslateOptions(shortlist=shortlist, dictionary=False))
     if hypotheses_out is not None:
         hypotheses_out.extend(hypotheses)
     result = score(hypotheses, references)

@@ -516,10 +516,12 @@ def save_checkpoint(hf: str | Path, out: str | Path, force: bool = False) -> Pat
 
 
 def evaluate_words(bundle: str | Path, heldout: str | Path, threads: int | None = None) -> dict:
-    """Single-word accuracy of a bundle on a held-out sample file (:func:`.dictionary.single_word_accuracy`)."""
-    from ..core.translator import Translator
+    """Single-word accuracy of a bundle's model on a held-out sample file
+    (:func:`.dictionary.single_word_accuracy`): the model's, so the dictionary is off."""
+    from ..core.translator import TranslateOptions, Translator
     from .dictionary import read_heldout, single_word_accuracy
 
     sample, index = read_heldout(Path(heldout))
     with Translator.load(bundle, threads=threads, cache=None) as translator:
-        return single_word_accuracy(translator.translate_batch, sample, index)
+        return single_word_accuracy(lambda words: translator.translate_batch(words, TranslateOptions(dictionary=False)),
+                                    sample, index)
