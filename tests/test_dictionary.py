@@ -70,12 +70,12 @@ SOFTWARE = [("gedit", "打印预览", "預覽列印", "Print Pre_view"), ("gimp"
             ("inkscape", "站点", "", "Station"), ("gimp", "站点", "", "Station list")]
 
 
-def _inputs(sentences=(), software=()):
+def _inputs(sentences=(), software=(), terms=()):
     from edge_translator.toolchain.dictbuild import Inputs
 
     return Inputs(EXCERPT.splitlines(), dict(FREQUENCIES), {k: dict(v) for k, v in LEMMAS.items()},
                   {"cedict": "1.0.0", "wordfreq": "3.1.1", "lemminflect": "0.2.3", "tatoeba": "1.0.0",
-                   "hsk_sentences": "1.0.0", "software": "sha256 0f"}, list(sentences), list(software))
+                   "hsk_sentences": "1.0.0", "software": "sha256 0f"}, list(sentences), list(software), list(terms))
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +213,32 @@ def test_interface_terms_two_packages_confirm_become_entries(tmp_path):
     assert "站点" not in _heads(dictionary, "station")  # a term CC-CEDICT knows keeps its own entries
     assert dictionary.lookup("station")[0].source == "cc-cedict"
     assert dictionary.info["counts"]["software_entries"] == 1
+
+
+def test_short_strings_before_the_overlap_filter_add_the_terms_they_confirm(tmp_path):
+    from edge_translator.toolchain.dictbuild import build_dictionary
+
+    # software.tsv lost "Page Setup" of gimp to the overlap filter; software-terms.tsv keeps it
+    terms = [row for row in SOFTWARE if len(row[3].split()) <= 3] + [("gimp", "页面设置", "", "_Page Setup…")]
+    build_dictionary(tmp_path / "terms", _inputs(software=SOFTWARE, terms=terms))
+    dictionary = Dictionary.load(tmp_path / "terms")
+    assert dictionary.best("Page setup") == "页面设置" and dictionary.best("print preview") == "打印预览"
+    assert dictionary.info["counts"]["software_entries"] == 2
+    without = tmp_path / "without"
+    build_dictionary(without, _inputs(software=SOFTWARE))
+    assert Dictionary.load(without).lookup("page setup") == []
+
+
+def test_a_terms_file_with_a_held_out_package_is_refused(tmp_path):
+    from edge_translator.core.errors import ExportError
+    from edge_translator.toolchain.dictbuild import read_software
+
+    path = tmp_path / "software-terms.tsv"
+    path.write_text("gedit\t打开\t\tOpen\nmeld\t比较\t\tCompare\n", encoding="utf-8")
+    with pytest.raises(ExportError, match="held-out package meld.*--software-terms"):
+        read_software(path, "--software-terms")
+    path.write_text("gedit\t打开\t\tOpen\n", encoding="utf-8")
+    assert read_software(path) == [("gedit", "打开", "", "Open")]
 
 
 def test_interface_strings_are_cleaned_and_traditional_forms_checked():

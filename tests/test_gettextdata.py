@@ -407,7 +407,7 @@ def build_deb(tmp_path, folder, name, source, catalogs, section="gnome"):
 
 
 @pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs Debian's dpkg-deb")
-def test_harvest_writes_the_tables_and_the_sources_json(tmp_path):
+def test_harvest_writes_the_tables_the_training_terms_and_the_sources_json(tmp_path):
     pytest.importorskip("opencc")
     debs = tmp_path / "debs"
     build_deb(tmp_path, debs, "editor-common", "editor", {
@@ -432,6 +432,11 @@ def test_harvest_writes_the_tables_and_the_sources_json(tmp_path):
     assert editor["catalogs"] == [f"editor-common:{cn('editor')}", f"editor-common:{tw('editor')}"]
     assert sources["totals"]["train"] == 1 and sources["totals"]["removed_overlap"]["train"] == 2
     assert sources["heldout"] == {"test": ["viewer"], "dev": ["shell"]}
+    # the short strings of the training packages, before the overlap filter: Save and Cancel,
+    # which held-out packages also have, from the training package only, never from viewer or shell
+    assert sorted(rows("terms")) == [["editor", "保存", "儲存", "Save"], ["editor", "取消", "取消", "Cancel"],
+                                     ["editor", "打开文件", "開啟檔案", "Open a file"]]
+    assert sources["totals"]["terms"] == 3
 
     build_deb(tmp_path, tmp_path / "bad", "nonfree-data", "nonfree", {cn("x"): [("Quit", "退出")]},
               section="non-free/games")

@@ -202,6 +202,9 @@ def add_parsers(sub) -> None:
     bd.add_argument("--software", metavar="FILE", default="work/software/software.tsv",
                     help="the software catalogs' training rows from harvest-software (default "
                     "work/software/software.tsv; the held-out packages' files are never read)")
+    bd.add_argument("--software-terms", metavar="FILE", help="the training packages' strings of 1-3 words from "
+                    "harvest-software (work/software/software-terms.tsv: also those a held-out package has, from the "
+                    "training packages only), for the interface terms; without it they come from --software alone")
     bd.set_defaults(func=cmd_build_dictionary)
 
     ed = sub.add_parser("eval-dictionary", help="score the dictionary on the word and term samples "
@@ -557,7 +560,8 @@ def cmd_build_dictionary(args: argparse.Namespace) -> int:
     """Build the dictionary folder (see toolchain.dictbuild)."""
     from .dictbuild import DATA_FILE, build_dictionary
 
-    manifest = build_dictionary(Path(args.out), force=args.force, software=Path(args.software))
+    manifest = build_dictionary(Path(args.out), force=args.force, software=Path(args.software),
+                                terms=Path(args.software_terms) if args.software_terms else None)
     size = manifest["files"][DATA_FILE]["size"]
     counts = ", ".join(f"{value} {key}" for key, value in manifest["counts"].items() if isinstance(value, int))
     print(f"{args.out}: {counts}; {DATA_FILE} {size / 1e6:.2f} MB ({manifest['source']}, {manifest['licence']})")

@@ -28,7 +28,7 @@ from ..core.inflection import rule_lemmas
 from . import dictcooc
 from .dictionary import Entry, parse_cedict
 from .dictrank import Frequency, RankOptions, rank_entries
-from .dictterms import software_terms, term_entry
+from .dictterms import interface_string, software_terms, term_entry
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,14 @@ SOURCES = {
                  "url": "https://www.debian.org", "file": "software.tsv",
                  "used_for": "interface terms of 1-3 words whose Chinese rows of two packages confirm (entries "
                              "marked 'software'); ranking: how often a term and each headword share a row"},
+    "software_terms": {"name": "software catalogs of Debian bookworm (main): the training packages' strings of 1-3 "
+                       "words before the overlap filter (software-terms.tsv of `edge-translator harvest-software`; "
+                       "the held-out packages never read)",
+                       "licence": "GPL or LGPL catalogs per package (software-sources.json names each); the "
+                       "dictionary keeps short common interface terminology (1-3 words)",
+                       "url": "https://www.debian.org", "file": "software-terms.tsv",
+                       "used_for": "interface terms of 1-3 words whose Chinese two training packages confirm, also "
+                                   "those a held-out package has (\"Open File\"): learnt from the other packages"},
 }
 _WORD = re.compile(r"^[a-z][a-z'-]*[a-z]$|^[a-z]$")
 _TONES = {"a": "āáǎàa", "e": "ēéěèe", "i": "īíǐìi", "o": "ōóǒòo", "u": "ūúǔùu", "ü": "ǖǘǚǜü"}
@@ -119,6 +127,9 @@ class Inputs:
     hsk-sentences-audio."""
     software: list[tuple[str, str, str, str]] = field(default_factory=list)
     """The software catalogs' training rows ``(package, zh_hans, zh_hant, en)``."""
+    terms: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """The training packages' strings of 1-3 words before the overlap filter, one row per package
+    (``software-terms.tsv``); when empty, the interface terms come from :attr:`software` alone."""
 
 
 def _version(dist: str, extra: str = "dictionary") -> str:
@@ -131,33 +142,40 @@ def _version(dist: str, extra: str = "dictionary") -> str:
                           f"'edge-translator[{extra}]'`") from None
 
 
-def read_software(path: Path) -> list[tuple[str, str, str, str]]:
-    """The software catalogs' training rows ``(package, zh_hans, zh_hant, en)`` of a
-    ``software.tsv``.
+def read_software(path: Path, option: str = "--software") -> list[tuple[str, str, str, str]]:
+    """The rows ``(package, zh_hans, zh_hant, en)`` of a ``software.tsv`` or ``software-terms.tsv``.
 
     Raises:
-        ExportError: If the file is missing.
+        ExportError: If the file is missing, or holds a row of a held-out package.
     """
+    from .softwaredata import HELDOUT
+
     path = Path(path)
     if not path.is_file():
         raise ExportError(f"{path} is missing: the software catalogs' training rows come from `edge-translator "
-                          "harvest-software work/software`; pass --software FILE")
+                          f"harvest-software work/software`; pass {option} FILE")
+    held = {name for names in HELDOUT.values() for name in names}
     rows = []
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             cols = line.rstrip("\n").split("\t")
             if len(cols) == 4:
+                if cols[0] in held:
+                    raise ExportError(f"{path} holds rows of the held-out package {cols[0]}: pass the training rows "
+                                      f"of `edge-translator harvest-software` ({option})")
                 rows.append((cols[0], cols[1], cols[2], cols[3]))
     return rows
 
 
-def read_inputs(software: Path) -> Inputs:
+def read_inputs(software: Path, terms: Path | None = None) -> Inputs:
     """The installed packages' data (CC-CEDICT, wordfreq's Chinese list, lemminflect's lexicon,
     Tatoeba's training split, hsk-sentences-audio) and the software catalogs' training rows.
 
     Args:
         software: The ``software.tsv`` of ``edge-translator harvest-software`` (its held-out
             packages' files are never read).
+        terms: Its ``software-terms.tsv`` (the training packages' short strings before the
+            overlap filter), or None to take the interface terms from ``software`` alone.
 
     Raises:
         ExportError: If a package or one of its files is missing.
@@ -169,6 +187,10 @@ def read_inputs(software: Path) -> Inputs:
                 "tatoeba": _version("hsg"), "hsk_sentences": _version("hsk-sentences-audio")}
     software_rows = read_software(software)
     versions["software"] = "sha256 " + hashlib.sha256(Path(software).read_bytes()).hexdigest()
+    term_rows = []
+    if terms is not None:
+        term_rows = read_software(terms, "--software-terms")
+        versions["software_terms"] = "sha256 " + hashlib.sha256(Path(terms).read_bytes()).hexdigest()
     sentences = [(en, zh) for _, zh, _, en in split_pairs(read_pairs(tatoeba_path()))["train"]]
     sentences += [(en, zh) for zh, en in hsk_pairs()]
     lines = cedict_path().read_text(encoding="utf-8").splitlines()
@@ -188,7 +210,7 @@ def read_inputs(software: Path) -> Inputs:
                             forms.setdefault(form, upos)
     for spellings in lemminflect.getAllInflections("be", "AUX").values():
         lemmas.setdefault("be", {}).update((form, "verb") for form in spellings if form != "be")
-    return Inputs(lines, frequencies, lemmas, versions, sentences, software_rows)
+    return Inputs(lines, frequencies, lemmas, versions, sentences, software_rows, term_rows)
 
 
 def pinyin_marks(numbered: str) -> str:
@@ -342,11 +364,18 @@ def add_terms(ranked: dict[str, list[tuple[float, int]]], entries: list[Entry], 
     CC-CEDICT does not know as entries ("print preview"; "window" keeps 窗户 and 窗口 and
     leaves 窗口's rank to the evidence).
 
+    With :attr:`Inputs.terms`, the short strings are those rows (every training package's,
+    including strings a held-out package also has) and the longer rows of :attr:`Inputs.software`
+    count towards agreement; the short rows of ``software`` are in ``terms`` already.
+
     Returns:
         How many entries were added (appended to ``entries``).
     """
+    rows = inputs.software
+    if inputs.terms:
+        rows = inputs.terms + [row for row in inputs.software if interface_string(row[3]) is None]
     added = 0
-    for term in software_terms(inputs.software, entries, options.term_packages, options.term_share):
+    for term in software_terms(rows, entries, options.term_packages, options.term_share):
         if term.english in ranked:
             continue
         entries.append(term_entry(term))
@@ -431,7 +460,8 @@ def _cedict_version(lines: list[str]) -> str:
 
 
 def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuildOptions | None = None,
-                     force: bool = False, software: Path = Path("work/software/software.tsv")) -> dict:
+                     force: bool = False, software: Path = Path("work/software/software.tsv"),
+                     terms: Path | None = None) -> dict:
     """Write a dictionary folder: ``dictionary.json`` and the zlib-compressed data file.
 
     Args:
@@ -440,6 +470,8 @@ def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuild
         options: What to keep; the defaults when ``None``.
         force: Replace ``out`` if it exists.
         software: The software catalogs' training rows, for :func:`read_inputs`.
+        terms: The training packages' short strings (``software-terms.tsv``), for
+            :func:`read_inputs`.
 
     Returns:
         The manifest written.
@@ -451,12 +483,14 @@ def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuild
     out = Path(out)
     if out.exists() and not force:
         raise ExportError(f"{out} exists; pass --force to replace it")
-    inputs = inputs or read_inputs(software)
+    inputs = inputs or read_inputs(software, terms)
     data, layout = build_data(inputs, options)
     packed = zlib.compress(data, options.level)
     cedict_date = _cedict_version(inputs.cedict_lines)
     sources = []
     for key, source in SOURCES.items():
+        if key == "software_terms" and key not in inputs.versions:
+            continue  # interface terms from software.tsv alone
         source = dict(source, version=inputs.versions.get(key, "unknown"))
         if key == "cedict":
             source["date"] = cedict_date

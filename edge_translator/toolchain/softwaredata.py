@@ -355,6 +355,33 @@ def split_packages(harvests: list[PackageHarvest], heldout: dict[str, tuple[str,
     return {"train": train_rows, "test": test_rows, "dev": dev_rows}, stats
 
 
+def training_terms(harvests: list[PackageHarvest], heldout: dict[str, tuple[str, ...]]) -> list[tuple]:
+    """The short interface strings of the training packages, before the overlap filter.
+
+    Returns:
+        ``(origin, zh_hans, zh_hant, en)`` rows whose English is a term of one to three
+        words (:func:`.dictterms.interface_string`), from every package but the held-out ones,
+        one row per package, English and Simplified text (the first non-empty Traditional
+        text kept), not deduplicated across packages: the dictionary counts how many packages
+        agree. A string a held-out package also has stays ("Open File"), from the training
+        packages that have it, never from the held-out package's catalog; ``software.tsv``
+        still leaves it out.
+    """
+    from .dictterms import interface_string
+
+    held = {name for names in heldout.values() for name in names}
+    rows: dict[tuple[str, str, str], list] = {}
+    for harvest_ in harvests:
+        if harvest_.name in held:
+            continue
+        for origin, hans, hant, en in harvest_.rows:
+            if interface_string(en) is None:
+                continue
+            row = rows.setdefault((origin, hans, en), [origin, hans, hant, en])
+            row[2] = row[2] or hant
+    return [tuple(row) for row in rows.values()]
+
+
 def harvest(out: Path, debs: Path | None = None, installed: bool = False,
             names: Iterable[str] | None = None, heldout: dict[str, tuple[str, ...]] | None = None,
             options: gettextdata.CleanOptions | None = None) -> dict[str, Path]:
@@ -362,7 +389,9 @@ def harvest(out: Path, debs: Path | None = None, installed: bool = False,
 
     Writes ``software.tsv`` (training rows, :data:`.traindata.TRAIN_COLUMNS`),
     ``software-test.tsv`` and ``software-dev.tsv`` (the held-out packages, same columns;
-    ``edge-translator eval --pairs`` reads them) and ``software-sources.json`` (per package:
+    ``edge-translator eval --pairs`` reads them), ``software-terms.tsv`` (the training
+    packages' strings of one to three words before the overlap filter, per package, same
+    columns: :func:`training_terms`, for the dictionary's interface terms) and ``software-sources.json`` (per package:
     version, licence, catalogs, raw entries, pairs, drops by reason; the splits and totals).
 
     Args:
@@ -374,7 +403,7 @@ def harvest(out: Path, debs: Path | None = None, installed: bool = False,
         heldout: The held-out packages (default :data:`HELDOUT`).
 
     Returns:
-        ``{"train", "test", "dev", "sources": path}``.
+        ``{"train", "test", "dev", "terms", "sources": path}``.
 
     Raises:
         ExportError: A package that cannot be fetched, read, or is not in Debian main.
@@ -406,9 +435,11 @@ def harvest(out: Path, debs: Path | None = None, installed: bool = False,
         logger.info("%s %s: %d pairs", harvests[-1].name, group[0].version, len(harvests[-1].rows))
     splits, stats = split_packages(harvests, heldout, s2tw.convert)
     files = {"train": out / "software.tsv", "test": out / "software-test.tsv", "dev": out / "software-dev.tsv",
-             "sources": out / "software-sources.json"}
+             "terms": out / "software-terms.tsv", "sources": out / "software-sources.json"}
     for split in ("train", "test", "dev"):
         write_tsv(files[split], splits[split])
+    terms = training_terms(harvests, heldout)
+    write_tsv(files["terms"], terms)
     kept = {split: Counter(r[0] for r in rows) for split, rows in splits.items()}
     packages = []
     for harvest_ in harvests:
@@ -429,9 +460,13 @@ def harvest(out: Path, debs: Path | None = None, installed: bool = False,
                    "raw_entries": {loc: sum(p["raw_entries"][loc] for p in packages) for loc in ("zh_CN", "zh_TW")},
                    "pairs": sum(p["pairs"] for p in packages),
                    "train": len(splits["train"]), "test": len(splits["test"]), "dev": len(splits["dev"]),
+                   "terms": len(terms),
                    "drops": {loc: dict(sorted(c.items())) for loc, c in drops.items()}, **stats},
         "chinese": "zh_hans: zh_CN through OpenCC t2s, or zh_TW through tw2sp when only zh_TW has the message; "
                    "zh_hant: the zh_TW catalog's text, empty when it has none",
+        "terms": "software-terms.tsv: the training packages' strings of 1-3 words, one row per package, English and "
+                 "Simplified text, before the overlap filter (for the dictionary's interface terms, never the "
+                 "model's training data)",
         "placeholders": "kept verbatim; a pair is kept only when both sides hold the same multiset",
         "packages": packages,
     }
@@ -445,5 +480,8 @@ def summary(files: dict[str, Path]) -> str:
     lines = [f"{totals['packages']} packages, {sum(totals['raw_entries'].values())} catalog entries, "
              f"{totals['pairs']} clean pairs"]
     lines += [f"{split:5s} {totals[split]:7d} pairs  {files[split]}" for split in ("train", "test", "dev")]
+    if "terms" in totals:
+        lines.append(f"terms {totals['terms']:7d} pairs  {files['terms']} (training packages' 1-3 word strings, "
+                     "before the overlap filter)")
     lines.append(f"sources, licences and drops: {files['sources']}")
     return "\n".join(lines)
