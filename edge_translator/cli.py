@@ -93,7 +93,9 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 _LAYERS = (
     ("edge_translator.toolchain.command", "the toolchain", "export",
      ("export", "test-model", "train-demo", "train-sweep", "harvest-software", "schemes", "eval", "shortlist",
-      "shortlist-curve", "upgrade", "build-dictionary", "eval-dictionary")),
+      "shortlist-curve", "upgrade")),
+    ("edge_translator.toolchain.dictcommand", "the dictionary's toolchain", "dictionary",
+     ("build-dictionary", "eval-dictionary")),
     ("edge_translator.store.command", "the model store", "convert", ("models",)),
     ("edge_translator.daemon.command", "the server", "serve", ("serve",)),
     ("edge_translator.documents.command", "the document translator", "docs", ("docs", "tm")),

@@ -417,7 +417,7 @@ def test_the_term_sample_metric_holds(scores):
     assert terms["by_origin"]["hsk"] >= 0.88  # measured 0.894
     assert terms["by_origin"]["everyday"] >= 0.60  # measured 0.667 (14 of 21)
     assert terms["precision"] >= 0.87  # measured 0.899: right among the terms it answers
-    assert terms["accuracy"] >= 0.70  # measured 0.733: the held-out packages' strings are rarely known
+    assert terms["accuracy"] >= 0.73  # measured 0.756: a held-out package's own wording of a string is rarely known
 
 
 def test_the_metric_counts_no_answer_as_a_miss():
@@ -428,6 +428,23 @@ def test_the_metric_counts_no_answer_as_a_miss():
     result = score(lambda term: {"cat": ["猫"], "dog": ["犬", "狗"]}.get(term, []), rows)
     assert (result["right"], result["answered"], result["top3"], result["main_rows"]) == (1, 2, round(2 / 3, 4), 2)
     assert result["by_origin"] == {"x": 0.5, "y": 0.0} and result["misses"][1] == ("zzz", "", "字")
+
+
+def test_package_agreement_is_the_exact_match_ceiling(tmp_path):
+    from edge_translator.toolchain.dicteval import SampleRow, package_agreement
+
+    terms = tmp_path / "software-terms.tsv"
+    terms.write_text("a\t复制路径\t\tCopy _Path\nb\t复制路径\t\tCopy path\nc\t拷贝路径\t\tCopy Path…\n"
+                     "a\t打开\t\tOpen\nb\t打开文件\t\tOpen file\n", encoding="utf-8")
+    rows = [SampleRow("copy path", frozenset({"拷贝路径"}), frozenset({"拷贝路径"}), "software"),
+            SampleRow("open file", frozenset({"打开文件"}), frozenset({"打开文件"}), "software"),
+            SampleRow("custom font", frozenset({"自定义字体"}), frozenset({"自定义字体"}), "software"),
+            SampleRow("train station", frozenset({"火车站"}), frozenset({"火车站"}), "everyday")]
+    result = package_agreement(terms, rows, lambda term: {"copy path": ["复制路径"], "open file": ["打开文件"]}.get(term, []))
+    # "copy path": a and b agree with each other's commonest, c does not; "open file" has one package
+    assert (result["strings"], result["agree"]) == (3, 2)
+    assert (result["rows"], result["seen"], result["majority"]) == (3, 2, 1)  # 复制路径 is not what its package said
+    assert (result["right_seen"], result["right_unseen"]) == (1, 0)
 
 
 def test_eval_dictionary_prints_both_metrics():

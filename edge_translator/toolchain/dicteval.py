@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,3 +294,53 @@ def make_samples(out: Path, software: list[Path], everyday: Path, min_packages: 
             write_sample(Path(out) / f"dict-{name}{suffix}.tsv", part)
             written[f"dict-{name}{suffix}.tsv"] = len(part)
     return written
+
+
+def package_agreement(terms: Path, sample: list[SampleRow],
+                      answer: Callable[[str], list[str]] | None = None) -> dict:
+    """How often translators of one interface string agree: the ceiling of the exact-match
+    metric on the software rows, which accepts only the held-out package's own Chinese.
+
+    Args:
+        terms: ``software-terms.tsv`` of ``harvest-software`` (the training packages' strings of
+            1–3 words, one row per package: package, zh_hans, zh_hant, en).
+        sample: The term sample; only its ``software`` rows are read.
+        answer: The dictionary's answers, to score the rows a training package has apart from
+            the rest.
+
+    Returns:
+        ``strings`` (2–3-word strings that two or more training packages translate) and
+        ``agree`` (a package's Chinese equals the other packages' commonest, counted per
+        package); ``rows`` (the sample's software rows), ``seen`` (of them, strings a training
+        package has) and ``majority`` (of those, where the training packages' commonest Chinese
+        is the held-out package's); with ``answer``, ``right_seen`` and ``right_unseen``.
+    """
+    by: dict[str, dict[str, Counter]] = {}
+    with open(terms, encoding="utf-8") as handle:
+        for line in handle:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) == 4:
+                text = cols[3].strip().rstrip(".:…").replace("_", "").replace("&", "").strip().lower()
+                by.setdefault(text, {}).setdefault(cols[0], Counter())[cols[1]] += 1
+    strings = agree = 0
+    for text, packages in by.items():
+        if 2 <= len(text.split()) <= 3 and len(packages) >= 2:
+            tops = [counts.most_common(1)[0][0] for counts in packages.values()]
+            for i, top in enumerate(tops):
+                strings += 1
+                agree += Counter(tops[:i] + tops[i + 1:]).most_common(1)[0][0] == top
+    rows = [row for row in sample if row.origin == "software"]
+    seen = majority = right_seen = right_unseen = 0
+    for row in rows:
+        heads = answer(row.english) if answer else []
+        right = bool(heads) and heads[0] in row.accepted
+        packages = by.get(row.english)
+        if packages:
+            votes = Counter(counts.most_common(1)[0][0] for counts in packages.values())
+            seen += 1
+            majority += votes.most_common(1)[0][0] in row.accepted
+            right_seen += right
+        else:
+            right_unseen += right
+    out = {"strings": strings, "agree": agree, "rows": len(rows), "seen": seen, "majority": majority}
+    return out | ({"right_seen": right_seen, "right_unseen": right_unseen} if answer else {})
