@@ -14,7 +14,9 @@ from edge_translator.core.dictionary import Dictionary, DictionaryEntry, normali
 from edge_translator.core.errors import BundleError, ExportError
 from edge_translator.core.inflection import rule_lemmas
 
-from .conftest import run_cli
+from .conftest import FIXTURES, run_cli
+
+TINY = FIXTURES / "tiny-int8"
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL = ROOT / "assets" / "eval"
@@ -445,6 +447,27 @@ def test_package_agreement_is_the_exact_match_ceiling(tmp_path):
     assert (result["strings"], result["agree"]) == (3, 2)
     assert (result["rows"], result["seen"], result["majority"]) == (3, 2, 1)  # 复制路径 is not what its package said
     assert (result["right_seen"], result["right_unseen"]) == (1, 0)
+
+
+def test_the_sample_as_translate_answers_it_takes_the_model_where_the_dictionary_has_nothing():
+    from edge_translator.toolchain.dicteval import SampleRow, with_model
+
+    rows = [SampleRow("cat", frozenset({"猫"}), frozenset(), "x"), SampleRow("dog", frozenset({"狗"}), frozenset(), "x"),
+            SampleRow("zzz", frozenset({"字"}), frozenset(), "y"), SampleRow("bee", frozenset({"蜜蜂"}), frozenset(), "y")]
+    answer = {"cat": ["猫"], "dog": ["犬"], "bee": ["蜂"]}.get
+    result = with_model(lambda term: answer(term) or [], rows, ["猫。", "狗", "字！", "蜜蜂"])
+    # dog: the dictionary answers (wrong) though the model was right; zzz: only the model
+    assert (result["model"], result["product"], result["either"]) == (1.0, 0.5, 1.0)
+    assert result["by_origin"] == {"x": 0.5, "y": 0.5}
+
+
+def test_eval_dictionary_with_a_model_scores_what_translate_gives(tmp_path):
+    sample = tmp_path / "sample.tsv"
+    sample.write_text("station\t车站|站\ncat\t猫\nxqzvb\t字\n", encoding="utf-8")
+    result = run_cli("eval-dictionary", "--words", str(sample), "--terms", str(sample), "--model", str(TINY))
+    out = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()
+    assert "words, as translate() answers: 66.7%" in out and "the model alone 0.0%" in out
 
 
 def test_eval_dictionary_prints_both_metrics():

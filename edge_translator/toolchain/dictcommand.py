@@ -45,6 +45,9 @@ def add_parsers(sub) -> None:
                     "zh_hans, zh_hant, en: software-test.tsv, software-dev.tsv), for --draw-samples")
     ed.add_argument("--everyday", metavar="FILE", default="assets/eval/dict-everyday.tsv",
                     help="hand-written everyday compounds, for --draw-samples (default assets/eval/dict-everyday.tsv)")
+    ed.add_argument("--model", nargs="?", const="", metavar="MODEL", help="also score the samples as translate() "
+                    "answers them (the dictionary's best headword, else the model's translation), with MODEL (a bundle "
+                    "folder or installed name; without one, the default model), its translation memory off")
     ed.add_argument("--agreement", metavar="FILE", help="also measure how often the training packages of "
                     "software-terms.tsv agree on a string's Chinese: the exact-match ceiling of the software rows")
     ed.set_defaults(func=cmd_eval_dictionary)
@@ -90,6 +93,17 @@ def cmd_eval_dictionary(args: argparse.Namespace) -> int:
               f"looser {result['loose_accuracy']:.1%}")
         for english, got, accepted in result["misses"][: args.misses]:
             print(f"  {english}: {got or '(none)'}  [{accepted}]")
+    if args.model is not None:
+        from ..core.translator import TranslateOptions, Translator
+
+        translator = Translator.load(args.model or None, cache=None)
+        for name, path in (("words", args.words), ("terms", args.terms)):
+            rows = dicteval.read_sample(Path(path))
+            got = translator.translate_batch([row.english for row in rows], TranslateOptions(dictionary=False))
+            results[name]["with_model"] = m = dicteval.with_model(answer, rows, got)
+            origins = ", ".join(f"{k} {v:.1%}" for k, v in m["by_origin"].items())
+            print(f"{name}, as translate() answers: {m['product']:.1%} ({origins}); the model alone {m['model']:.1%}, "
+                  f"the dictionary or the model right {m['either']:.1%}")
     if args.agreement:
         results["agreement"] = a = dicteval.package_agreement(Path(args.agreement), dicteval.read_sample(
             Path(args.terms)), answer)

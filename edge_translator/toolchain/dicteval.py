@@ -344,3 +344,35 @@ def package_agreement(terms: Path, sample: list[SampleRow],
             right_unseen += right
     out = {"strings": strings, "agree": agree, "rows": len(rows), "seen": seen, "majority": majority}
     return out | ({"right_seen": right_seen, "right_unseen": right_unseen} if answer else {})
+
+
+def with_model(answer: Callable[[str], list[str]], rows: list[SampleRow], model: list[str]) -> dict:
+    """The sample as ``translate()`` answers it: the dictionary's best headword where it has
+    one, else the model's translation (sentence-final marks stripped).
+
+    Args:
+        answer: The dictionary's answers (:func:`dictionary_answer`).
+        rows: The sample.
+        model: The model's translation of each row's English, the dictionary off.
+
+    Returns:
+        ``model`` (the model alone right), ``product`` (what a user gets), ``either`` (the
+        dictionary or the model right: what a choice between them could reach), each a share
+        of the rows, and ``by_origin`` (``product`` per origin).
+    """
+    alone = product = either = 0
+    by_origin: dict[str, list[int]] = {}
+    for row, text in zip(rows, model, strict=True):
+        heads = answer(row.english)
+        from_dictionary = bool(heads) and heads[0] in row.accepted
+        from_model = text.strip().rstrip("。！？.!?").strip() in row.accepted
+        got = from_dictionary if heads else from_model
+        alone += from_model
+        product += got
+        either += from_dictionary or from_model
+        counts = by_origin.setdefault(row.origin, [0, 0])
+        counts[0] += got
+        counts[1] += 1
+    total = max(len(rows), 1)
+    return {"model": round(alone / total, 4), "product": round(product / total, 4),
+            "either": round(either / total, 4), "by_origin": {k: round(v[0] / v[1], 4) for k, v in sorted(by_origin.items())}}
