@@ -311,7 +311,43 @@ def test_a_warm_start_takes_the_checkpoints_tokenizers_and_weights_and_refuses_a
     kept = transformers.MarianMTModel.from_pretrained(str(first), torch_dtype=torch.float32).state_dict()
     assert all(torch.equal(value, kept[name]) for name, value in model.state_dict().items())
     other = parse_shape("other:w16,e1,d2,h2,ffn32,sv40,tv60", warm)[1]
-    with pytest.raises(ExportError, match="another shape"):
+    with pytest.raises(ExportError, match="has 1 decoder layers, this shape 2"):
         _warm_start(transformers.MarianMTModel(_config(other, len(vocab))), first, transformers)
     with pytest.raises(ExportError, match="not a Hugging Face Marian folder"):
         train_tokenizers(tmp_path / "third", dataclasses.replace(opts, init_from=str(tmp_path)), files["train"])
+
+
+def test_a_warm_start_may_drop_layers_keeping_the_first_and_the_last(tmp_path):
+    pytest.importorskip("torch")
+    import torch
+    import transformers
+
+    from edge_translator.core.errors import ExportError
+    from edge_translator.toolchain.sweep import parse_shape
+    from edge_translator.toolchain.train import TrainOptions, _config, _warm_start, kept_layers
+
+    assert kept_layers(3, 3) == [0, 1, 2] and kept_layers(3, 2) == [0, 2] and kept_layers(3, 1) == [0]
+    assert kept_layers(6, 4) == [0, 2, 3, 5]
+    deep = parse_shape("deep:w16,e2,d3,h2,ffn32,sv40,tv60", TrainOptions())[1]
+    torch.manual_seed(0)
+    start = tmp_path / "deep"
+    transformers.MarianMTModel(_config(deep, 50)).save_pretrained(start)
+    kept = transformers.MarianMTModel.from_pretrained(str(start), torch_dtype=torch.float32).state_dict()
+    for spec, encoder, decoder in (("w16,e2,d2", [0, 1], [0, 2]), ("w16,e1,d1", [0], [0])):
+        shallow = parse_shape(f"s:{spec},h2,ffn32,sv40,tv60", TrainOptions())[1]
+        model = transformers.MarianMTModel(_config(shallow, 50))
+        _warm_start(model, start, transformers)
+        ours = model.state_dict()
+        for side, picks in (("encoder", encoder), ("decoder", decoder)):
+            for i, j in enumerate(picks):
+                name = f"model.{side}.layers.{i}.fc1.weight"
+                assert torch.equal(ours[name], kept[f"model.{side}.layers.{j}.fc1.weight"]), name
+        assert torch.equal(ours["model.shared.weight"], kept["model.shared.weight"])
+        if decoder == [0, 2]:  # the middle layer is left out, not copied
+            assert not torch.equal(ours["model.decoder.layers.1.fc1.weight"], kept["model.decoder.layers.1.fc1.weight"])
+    deeper = parse_shape("d4:w16,e2,d4,h2,ffn32,sv40,tv60", TrainOptions())[1]
+    with pytest.raises(ExportError, match="has 3 decoder layers, this shape 4.*at most 3"):
+        _warm_start(transformers.MarianMTModel(_config(deeper, 50)), start, transformers)
+    wider = parse_shape("w:w32,e2,d2,h2,ffn32,sv40,tv60", TrainOptions())[1]
+    with pytest.raises(ExportError, match="another shape"):
+        _warm_start(transformers.MarianMTModel(_config(wider, 50)), start, transformers)

@@ -118,6 +118,8 @@ def add_parsers(sub) -> None:
     _software_arguments(ts)
     ts.add_argument("--reference", metavar="BUNDLE", help="a bundle scored and timed beside the shapes "
                     "(default: the embedded model; 'none' for none)")
+    ts.add_argument("--init-from", metavar="CHECKPOINT", help="start every shape from a kept checkpoint's tokenizers "
+                    "and weights (a shape may drop encoder or decoder layers; width and vocabulary stay)")
     ts.add_argument("--rounds", type=int, default=3, help="timing rounds over all bundles (default 3)")
     ts.add_argument("--sentences", type=int, default=60,
                     help="prose sentences each bundle translates one at a time per round (default 60)")
@@ -367,7 +369,10 @@ def cmd_train_sweep(args: argparse.Namespace) -> int:
     options = SweepOptions(minutes=args.minutes, threads=args.threads, parallel=args.parallel,
                            eval_minutes=args.eval_minutes, warmup=args.warmup, batch_tokens=args.batch_tokens,
                            lr=args.lr, rounds=args.rounds,
-                           speed_sentences=args.sentences, reference=reference)
+                           speed_sentences=args.sentences, reference=reference, init_from=args.init_from)
+    if args.init_from and not Path(args.init_from, "config.json").is_file():
+        raise InputError(f"--init-from {args.init_from} is not a checkpoint folder (no config.json); give one kept "
+                         "by `train-demo --checkpoint`, e.g. models/checkpoints/tatoeba-en-zh-small")
     summary = sweep(Path(args.work), shapes, options, software=_software_dir(args), progress=print)
     from .sweep import render
 

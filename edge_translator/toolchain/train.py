@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import random
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -91,8 +92,9 @@ class TrainOptions:
     init_from: str | None = None
     """A Hugging Face Marian folder to start from (a kept checkpoint such as
     ``models/checkpoints/tatoeba-en-zh-small``): its tokenizers are used instead of new
-    ones, and its weights are the first step's (its shape must be this one). The learning
-    rate warms up again; the data and the dev scoring are this run's."""
+    ones, and its weights are the first step's (its shape, or the same width and vocabulary
+    with fewer layers: see :func:`_warm_start`). The learning rate warms up again; the data
+    and the dev scoring are this run's."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.software_share <= 1.0:
@@ -142,18 +144,50 @@ def _copy_tokenizers(start: Path, hf: Path) -> Path:
     return hf
 
 
+def kept_layers(theirs: int, ours: int) -> list[int]:
+    """Which of a checkpoint's ``theirs`` layers a shallower stack of ``ours`` starts from:
+    spread evenly, the first and the last kept (3 → 2: layers 0 and 2), the first alone for one
+    (as DistilBART's shrink-and-fine-tune copies teacher layers)."""
+    if ours == 1:
+        return [0]
+    return [round(i * (theirs - 1) / (ours - 1)) for i in range(ours)]
+
+
+def _layer_count(names, side: str) -> int:
+    found = {int(m.group(1)) for n in names if (m := re.match(rf"model\.{side}\.layers\.(\d+)\.", n))}
+    return max(found) + 1 if found else 0
+
+
 def _warm_start(model, start: Path, transformers) -> None:
-    """Load the starting checkpoint's weights (float16 widened) into ``model``, whose shape must match."""
+    """Load the starting checkpoint's weights (float16 widened) into ``model``: the same shape, or
+    the same width and vocabulary with fewer encoder or decoder layers, each stack starting from
+    the checkpoint's layers that :func:`kept_layers` picks (a shallow decoder from a deep one)."""
     import torch
 
     source = transformers.MarianMTModel.from_pretrained(str(start), torch_dtype=torch.float32)
     theirs, ours = source.state_dict(), model.state_dict()
-    wrong = [k for k in ours if k not in theirs or theirs[k].shape != ours[k].shape]
+    maps = {}
+    for side in ("encoder", "decoder"):
+        have, want = _layer_count(theirs, side), _layer_count(ours, side)
+        if want > have:
+            raise ExportError(f"--init-from {start} has {have} {side} layers, this shape {want}: a warm start can "
+                              f"keep or drop layers, not add them; give at most {have}")
+        maps[side] = kept_layers(have, want) if want else []
+
+    def source_name(name: str) -> str:
+        match = re.match(r"model\.(encoder|decoder)\.layers\.(\d+)\.(.*)", name)
+        if not match:
+            return name
+        return f"model.{match.group(1)}.layers.{maps[match.group(1)][int(match.group(2))]}.{match.group(3)}"
+
+    wrong = [k for k in ours if source_name(k) not in theirs or theirs[source_name(k)].shape != ours[k].shape]
     if wrong:
         raise ExportError(f"--init-from {start} has another shape than this run ({len(wrong)} tensors differ, e.g. "
-                          f"{wrong[0]}); give the same --shape as the checkpoint's config.json")
-    model.load_state_dict({k: theirs[k] for k in ours})
-    logger.info("started from the weights of %s", start)
+                          f"{wrong[0]}); give the checkpoint's width, heads, feed-forward size and vocabulary")
+    model.load_state_dict({k: theirs[source_name(k)] for k in ours})
+    dropped = {side: kept for side, kept in maps.items() if len(kept) < _layer_count(theirs, side)}
+    logger.info("started from the weights of %s%s", start,
+                "".join(f"; {side} layers {kept}" for side, kept in dropped.items()))
 
 
 def encode_pairs(hf: Path, rows, stats_out: Path | None = None,
