@@ -20,6 +20,7 @@ from . import deepl, deepl_glossaries, files_api, libre, native, web
 from .context import Context
 from .documents import DocumentStore, FileLimits
 from .glossaries import GlossaryStore
+from .forwarded import Network, TrustedProxies
 from .http import HTTPError, Request, Response, json_response
 from .languages import Targets
 from .limits import Access
@@ -50,6 +51,9 @@ class AppOptions:
     """Serve the web page at ``/`` (:mod:`.web`); ``False``: ``/`` is a 404."""
     files: FileLimits = field(default_factory=FileLimits)
     """Uploaded documents: size, quota, per-key cap, how long results are kept, their folder."""
+    trusted_proxies: tuple[Network, ...] = ()
+    """Reverse proxies whose ``X-Forwarded-For`` names the client (:mod:`.forwarded`): the address
+    that ``--req-limit`` counts, and that handlers see as ``REMOTE_ADDR``."""
     exact_length: bool = False
     """Benchmarks only (``serve --exact-length``): text requests decode with no repetition
     guard, so that with the engine's ``min_new_tokens`` every sentence runs to its length limit."""
@@ -76,6 +80,7 @@ class App:
         self.options = options or AppOptions()
         self.service = Service(translator, self.options.limits, repetition_guard=not self.options.exact_length)
         self.access = Access(self.options.api_keys, self.options.req_limit)
+        self.proxies = TrustedProxies(self.options.trusted_proxies)
         self.targets = Targets(tuple(translator.bundle.targets), translator.bundle.default_target)
         if metrics is None:
             from .metrics import Metrics
@@ -98,6 +103,7 @@ class App:
     # -- WSGI --------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response):
         started = time.perf_counter()
+        self.proxies.resolve(environ)  # REMOTE_ADDR: the client, behind a trusted proxy too
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "/") or "/"
         if len(path) > 1:

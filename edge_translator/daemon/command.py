@@ -31,12 +31,27 @@ def add_parsers(sub) -> None:
     sv.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                     help="largest request body (default 1 MiB; larger gets 413)")
     sv.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                    help="most seconds a translation may take, and an idle or slow client may stay connected "
-                    "(default 60)")
+                    help="most seconds a translation may take, and a keep-alive connection may stay idle "
+                    "between requests (default 60)")
     sv.add_argument("--req-limit", type=int, default=0, metavar="N",
-                    help="requests per minute per API key (or per address without keys); 0: no limit (default)")
+                    help="requests per minute per API key (or per client address without keys, the forwarded one "
+                    "behind a --trusted-proxy); 0: no limit (default)")
     sv.add_argument("--http-threads", type=int, default=32, help="requests answered at once (default 32)")
     sv.add_argument("--connections", type=int, default=100, help="most open connections (default 100)")
+    sv.add_argument("--connections-per-client", type=int, default=16, metavar="N",
+                    help="most open connections from one address; more are answered 503 and closed at once, "
+                    "so one client cannot take every --connections slot (default 16; 0: no cap; "
+                    "--trusted-proxy addresses are exempt)")
+    sv.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                    help="most seconds for a request's line and headers to arrive; a client sending them slower "
+                    "is dropped (default 10; 0: only --timeout)")
+    sv.add_argument("--body-min-rate", type=int, default=500, metavar="BYTES",
+                    help="bytes a second a request's body must average after its first --header-timeout seconds; "
+                    "a slower body is dropped (default 500; 0: only --timeout)")
+    sv.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS[/BITS]",
+                    help="a reverse proxy (address or network; repeatable) whose X-Forwarded-For names the "
+                    "client for --req-limit; exempt from --connections-per-client (default: none, the header "
+                    "is ignored)")
     sv.add_argument("--cache", type=int, default=4096, metavar="SENTENCES",
                     help="translations kept in memory for repeated sentences (default 4096; 0: off)")
     sv.add_argument("--tm", metavar="FILE", help="also reuse and fill this translation memory (SQLite; see "
@@ -80,6 +95,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            api_keys=args.api_keys, char_limit=args.char_limit, batch_limit=args.batch_limit,
                            max_body=args.max_body, timeout=args.timeout, req_limit=args.req_limit,
                            http_threads=args.http_threads, connections=args.connections, cache_size=args.cache,
+                           connections_per_client=args.connections_per_client, header_timeout=args.header_timeout,
+                           body_min_rate=args.body_min_rate, trusted_proxies=tuple(args.trusted_proxy),
                            cors_origin=args.cors_origin, drain_timeout=args.drain_timeout, memory=args.tm,
                            lean_memory=args.lean_memory, state_dir=args.state_dir,
                            web=args.web, max_file_size=args.max_file_size, files_dir=args.files_dir,

@@ -89,6 +89,7 @@ class Request:
 
     @property
     def address(self) -> str:
+        """The client's address (behind a trusted proxy, the one it forwarded: :mod:`.forwarded`)."""
         return self.environ.get("REMOTE_ADDR", "?")
 
     def header(self, name: str) -> str:

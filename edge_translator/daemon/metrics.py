@@ -3,9 +3,11 @@
 Requests by route and status, latency histograms per route, sentences and tokens
 translated, the engine's batch sizes, queue depth, steps, failed batches and rows that
 joined running batches (read from its public
-:meth:`~edge_translator.core.engine.Engine.stats` at scrape time), and the process's
-resident memory. Each :class:`Metrics` has its own registry, so several daemons (tests)
-can live in one process.
+:meth:`~edge_translator.core.engine.Engine.stats` at scrape time), the process's
+resident memory, and the connections: open ones, those refused over the cap per client,
+those dropped for a request that arrived too slowly, and how often the global cap filled
+(the server reports them through the :class:`~.connections.Events` methods here). Each
+:class:`Metrics` has its own registry, so several daemons (tests) can live in one process.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class Metrics:
     """The daemon's Prometheus registry."""
 
     def __init__(self, engine: Engine):
-        from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
         self.registry = CollectorRegistry()
         self.requests = Counter("edge_translator_requests", "HTTP requests answered, by route and status",
@@ -32,6 +34,20 @@ class Metrics:
         self.tokens = Counter("edge_translator_output_tokens", "Output tokens produced", registry=self.registry)
         self.characters = Counter("edge_translator_characters", "Characters of source text translated",
                                   registry=self.registry)
+        self.refused = Counter("edge_translator_connections_refused",
+                               "Connections closed as they were accepted, by reason (per_client: over "
+                               "--connections-per-client)", ["reason"], registry=self.registry)
+        self.dropped = Counter("edge_translator_connections_dropped",
+                               "Connections dropped while a request was arriving, by reason (header_timeout, "
+                               "body_too_slow)", ["reason"], registry=self.registry)
+        self.limit_reached = Counter("edge_translator_connection_limit_reached",
+                                     "Times every --connections slot was taken (new connections then wait in "
+                                     "the listen backlog)", registry=self.registry)
+        self.open_connections = Gauge("edge_translator_open_connections", "Client connections open now",
+                                      registry=self.registry)
+        self.refused.labels("per_client")  # each reason shows from the start, at 0
+        for reason in ("header_timeout", "body_too_slow"):
+            self.dropped.labels(reason)
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes and friends
         self.registry.register(_EngineCollector(engine))
 
@@ -39,6 +55,20 @@ class Metrics:
         """Count one answered request."""
         self.requests.labels(route, str(status)).inc()
         self.latency.labels(route).observe(seconds)
+
+    # -- what the server reports (see connections.Events) -----------------------------------
+    def connection_refused(self, reason: str) -> None:
+        self.refused.labels(reason).inc()
+
+    def connection_dropped(self, reason: str) -> None:
+        self.dropped.labels(reason).inc()
+
+    def connection_limit_reached(self) -> None:
+        self.limit_reached.inc()
+
+    def watch_connections(self, count) -> None:
+        """Read the open connections from ``count()`` at scrape time."""
+        self.open_connections.set_function(count)
 
     def render(self) -> tuple[str, bytes]:
         """``(content type, body)`` of a scrape."""

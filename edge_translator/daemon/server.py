@@ -5,7 +5,9 @@ PyInstaller to get wrong), imports in about 30 ms, serves from a bounded pool of
 (each request's thread waits on the shared engine, which is what batches them), and it
 has what ``http.server`` lacks: a cap on open connections, a timeout that closes idle or
 slow clients, a body size limit, and a way to tell that a client went away
-(``channel_request_lookahead``), which cancels that client's work.
+(``channel_request_lookahead``), which cancels that client's work. Its server class is
+subclassed (:mod:`.connections`) for a cap on the connections of each client and deadlines
+for a request's headers and body, so that one slow client cannot hold every connection.
 
 The process binds its address first, so a port in use fails at once and before anything
 else is said; then it loads the model, translates one sentence to warm the sessions, takes
@@ -28,6 +30,7 @@ from pathlib import Path
 from ..core.errors import EdgeTranslatorError, InputError
 from .app import App, AppOptions
 from .documents import FileLimits
+from .forwarded import parse_networks
 from .limits import read_keys
 from .service import Limits
 
@@ -69,6 +72,16 @@ class ServeOptions:
     """Requests answered at once (waiting requests hold a thread each)."""
     connections: int = 100
     """Most open connections; more wait in the listen backlog."""
+    connections_per_client: int = 16
+    """Most open connections from one address; more are answered 503 and closed at once (0: no cap
+    but ``connections``). Trusted proxies are exempt."""
+    header_timeout: float = 10.0
+    """Seconds for a request's line and headers to arrive (0: only ``timeout``)."""
+    body_min_rate: int = 500
+    """Bytes a second a request's body must average once its first ``header_timeout`` seconds are
+    over (0: only ``timeout``)."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Reverse proxies (addresses or networks) whose ``X-Forwarded-For`` names the client."""
     drain_timeout: float = 30.0
     """Seconds to finish requests in flight after SIGTERM."""
     cache_size: int = 4096
@@ -118,6 +131,19 @@ class ServeOptions:
             raise ValueError("timeout must be positive and drain_timeout not negative")
         if self.files_ttl <= 0:
             raise ValueError("files_ttl must be positive")
+        for name in ("connections_per_client", "header_timeout", "body_min_rate"):
+            if getattr(self, name) < 0:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(f"{flag} must not be negative, not {getattr(self, name)} (0 turns it off)")
+        parse_networks(self.trusted_proxies)  # a malformed one is a ValueError naming it
+
+    def connection_policy(self):
+        """The cap per client and the request deadlines (:class:`.connections.ConnectionPolicy`; imports waitress)."""
+        from .connections import ConnectionPolicy
+
+        return ConnectionPolicy(per_client=self.connections_per_client, header_timeout=self.header_timeout,
+                                body_min_rate=self.body_min_rate, idle_timeout=self.timeout,
+                                trusted=parse_networks(self.trusted_proxies))
 
 
 #: ``EngineOptions.min_new_tokens`` of ``--exact-length``: past every length limit, so no
@@ -152,7 +178,8 @@ def build_app(options: ServeOptions, translator) -> App:
     return App(translator, AppOptions(limits=limits, max_body=options.max_body, api_keys=keys,
                                       req_limit=options.req_limit, cors_origin=options.cors_origin,
                                       state_dir=state, web=options.web, files=files,
-                                      exact_length=options.exact_length))
+                                      exact_length=options.exact_length,
+                                      trusted_proxies=parse_networks(options.trusted_proxies)))
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -190,8 +217,6 @@ class Daemon:
         Raises:
             InputError: If the key file is unusable or the address cannot be bound.
         """
-        import waitress
-
         sock = sock or bind(options.host, options.port)
         self.options = options
         try:
@@ -200,18 +225,12 @@ class Daemon:
             sock.close()
             raise
         try:
-            # waitress counts its listening socket and its wake-up pipe among the connections
-            self.server = waitress.create_server(
-                self.app, sockets=[sock], threads=options.http_threads,
-                connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
-                cleanup_interval=int(max(1, min(30, options.timeout / 2))),
-                max_request_body_size=max(BODY_SLACK * options.max_body, 2 * options.max_file_size + (1 << 20)),
-                channel_request_lookahead=1,
-                ident="edge-translator", clear_untrusted_proxy_headers=True, asyncore_loop_timeout=1)
+            self.server = _create_server(self.app, sock, options)
         except BaseException:
             sock.close()
             self.app.close()
             raise
+        self.app.metrics.watch_connections(lambda: len(self.server.active_channels))
         self.app.start()
         self._stop_at: float | None = None
 
@@ -257,6 +276,31 @@ class Daemon:
         for channel in list(server._map.values()):
             channel.close()
         app.close()
+
+
+def _create_server(app: App, sock: socket.socket, options: ServeOptions):
+    """waitress's TCP server over ``sock``, with the cap per client and the request deadlines
+    (:mod:`.connections`); what ``waitress.create_server`` does for one socket, with our server class."""
+    from waitress.adjustments import Adjustments
+    from waitress.task import ThreadedTaskDispatcher
+
+    from .connections import GuardedServer
+
+    policy = options.connection_policy()
+    # waitress counts its listening socket and its wake-up pipe among the connections. The
+    # deadlines are checked in its maintenance pass, which then runs every second.
+    adj = Adjustments(
+        sockets=[sock], threads=options.http_threads,
+        connection_limit=options.connections + 2, channel_timeout=int(max(1, options.timeout)),
+        cleanup_interval=1 if policy.timed else int(max(1, min(30, options.timeout / 2))),
+        max_request_body_size=max(BODY_SLACK * options.max_body, 2 * options.max_file_size + (1 << 20)),
+        channel_request_lookahead=1,
+        # X-Forwarded-For is read (from trusted proxies only) and the others dropped by the app (.forwarded)
+        ident="edge-translator", clear_untrusted_proxy_headers=False, asyncore_loop_timeout=1)
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(adj.threads)
+    return GuardedServer(app, policy, app.metrics, map={}, _start=True, _sock=sock, dispatcher=dispatcher, adj=adj,
+                         bind_socket=False, sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()))
 
 
 def serve(options: ServeOptions) -> int:
