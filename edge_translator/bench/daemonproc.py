@@ -42,7 +42,9 @@ class ServeProcess:
 
     Args:
         model: The bundle to serve.
-        flags: More ``serve`` flags (threads, cache, state folder...).
+        flags: More ``serve`` flags (threads, cache, state folder...). Every client of a
+            benchmark is on 127.0.0.1, so the cap per client is off unless a flag sets it:
+            a load test measures throughput, not the defence against one greedy address.
 
     Raises:
         RuntimeError: The daemon exited, or did not say where it serves within 300 s.
@@ -51,6 +53,8 @@ class ServeProcess:
     def __init__(self, model: Path, flags: list[str]):
         env = dict(os.environ)
         env.pop("EDGE_TRANSLATOR_MODEL", None)
+        if not any(flag.startswith("--connections-per-client") for flag in flags):
+            flags = [*flags, "--connections-per-client", "0"]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "edge_translator.cli", "serve", "--port", "0", "--model", str(model), *flags],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
