@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import durable
 from ..core.cache import CachedTranslation, CacheKey
 from ..core.errors import InputError
 from .base import Translated
@@ -67,7 +68,7 @@ class Journal:
         self.path = path
         self._lock = threading.Lock()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            durable.make_dirs(path.parent)  # the outputs' folder too: it must outlive a power cut
             self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
