@@ -1,5 +1,5 @@
-"""A power cut at any fsync or rename of a real document job, corpus job and document upload
-leaves whole files or none, and what each says is done is on the disk
+"""A power cut at any fsync or rename of a real document job, corpus job, model install and
+document upload leaves whole files or none, and what each says is done is on the disk
 (tests/powercut.py: only what was fsynced survives)."""
 
 from __future__ import annotations
@@ -82,6 +82,29 @@ def test_a_corpus_job_commits_whole_blocks_and_its_state_never_claims_a_lost_out
     assert set(outputs) <= {None, final} and final.count(b"\n") == 11
     assert cut.disk("fsynced").read("out.csv") == final
     assert json.loads(cut.disk("fsynced").read(f"{state}/state.json"))["files"]["in.csv"]["written"]
+
+
+def test_an_installed_model_is_the_old_one_or_the_whole_new_one(tmp_path, monkeypatch, tiny_int8, tiny_fp32):
+    from edge_translator.core.bundle import load_bundle
+    from edge_translator.store import install
+
+    models = tmp_path / "models"
+    install.add(str(tiny_fp32), install.AddOptions(name="m", folder=models))
+    old = {str(p.relative_to(models / "m")): p.read_bytes() for p in (models / "m").rglob("*") if p.is_file()}
+    cut = PowerCut(tmp_path, monkeypatch)
+    seen: list[dict | None] = []
+    cut.watch(lambda disk: seen.append(disk.tree("models/m")))
+    install.add(str(tiny_int8), install.AddOptions(name="m", folder=models, force=True))
+    new = {str(p.relative_to(models / "m")): p.read_bytes() for p in (models / "m").rglob("*") if p.is_file()}
+    assert new != old and load_bundle(models / "m")
+    assert not cut.violations and len(seen) > 5
+    # None: the instant between moving the old model aside and renaming the new one in
+    # (two renames; a rename over a non-empty folder is impossible).
+    assert all(tree in (None, old, new) for tree in seen), "a partial model was visible"
+    assert cut.disk("fsynced").tree("models/m") == new
+    assert cut.disk("fsynced").read("models/.default") is None
+    install.set_default("m", models)
+    assert cut.disk("fsynced").read(f"models/{install.DEFAULT_FILE}") == b"m\n"
 
 
 def test_an_uploaded_document_is_kept_whole_before_its_state_says_so(tmp_path, monkeypatch):
