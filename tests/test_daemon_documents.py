@@ -3,6 +3,7 @@ deepl client), our /v1/documents; keys, limits, expiry, restarts, and text stayi
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import statistics
@@ -20,7 +21,7 @@ from .waiting import wait_until
 pytest.importorskip("waitress")  # the serve extra; CI installs it
 docx = pytest.importorskip("docx")  # the docs extra
 
-from edge_translator.daemon.documents import DocumentStore, FileLimits  # noqa: E402
+from edge_translator.daemon.documents import DocumentStore, FileLimits, _usage  # noqa: E402
 
 KEY, OTHER = "doc-key-0001", "doc-key-0002"
 SENTENCES = ["Where is the train station?", "I like green tea.", "The weather is nice today.",
@@ -310,7 +311,7 @@ def test_finished_documents_expire_and_are_deleted(demo_parts, tmp_path):
 def test_quota_and_per_key_cap(demo_parts, tmp_path):
     from edge_translator.daemon.http import HTTPError
 
-    store, translator, decoder = _store(demo_parts, tmp_path / "files", quota=4000, max_queued=2)
+    store, translator, decoder = _store(demo_parts, tmp_path / "files", max_queued=2)
     decoder.gate.clear()  # nothing finishes while the limits are tried
     try:
         store.submit("me", "a.txt", b"Hello." * 100, "zh-Hans")
@@ -318,6 +319,10 @@ def test_quota_and_per_key_cap(demo_parts, tmp_path):
         with pytest.raises(HTTPError) as error:
             store.submit("me", "c.txt", b"Hello.", "zh-Hans")
         assert error.value.status == 429 and "the limit is 2" in error.value.message
+        # The first job's journal counts against the quota once it is open: wait for it, then
+        # leave room for 3,000 bytes more (d needs twice its 1,800, e twice its 6).
+        wait_until(decoder.entered.is_set, 30, "the first job to reach the decoder")
+        store.limits = dataclasses.replace(store.limits, quota=_usage(tmp_path / "files") + 3000)
         with pytest.raises(HTTPError) as error:
             store.submit("you", "d.txt", b"Hello." * 300, "zh-Hans")
         assert error.value.status == 507

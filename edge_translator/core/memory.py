@@ -7,9 +7,10 @@ whitespace-normalized sentence, the model's identity, the target and every optio
 changes the output; entries imported from another tool (TMX) belong to no model and are
 preferred, since a person chose them.
 
-Several threads and several processes may use one file at once: each thread gets its own
-connection, the database runs in WAL mode and writers wait for one another
-(``busy_timeout``). Only the standard library is used.
+Several threads and several processes (the desktop app, ``docs --tm``, ``serve --tm``) may
+use one file at once: each thread gets its own connection, opened by :mod:`.sqlitedb`: WAL
+mode, ``synchronous=NORMAL`` (a power cut may lose the last pairs stored, never corrupt the
+file) and writers wait for one another (``busy_timeout``). Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cache import CachedTranslation, CacheKey
+from . import sqlitedb
 from .errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -126,9 +128,7 @@ class TranslationMemory:
         db = getattr(self._local, "db", None)
         if db is None:
             try:
-                db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
+                db = sqlitedb.connect(self.path)
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.DatabaseError as exc:
                 raise InputError(f"{self.path} is not a usable translation memory ({exc}); "

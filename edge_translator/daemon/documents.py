@@ -3,11 +3,11 @@
 An upload is checked at once (its type, size, encoding, an office file's zip structure and
 what it unpacks to), then kept in ``files/<id>/`` under a name the server makes
 (``input.docx``); the client's file name only names the download. Each document has a
-small state file (``state.json``, written atomically) and, while it is translated, the
+small state file (``state.json``, written atomically and fsynced) and, while it is translated, the
 document job's journal, so a restarted daemon resumes it where it stopped. One worker
 thread runs the jobs one at a time as bulk work: the engine serves text requests first.
 The job writes its output to a temporary file and renames it when it is complete, so
-nothing half-written is ever served. Finished documents expire after ``ttl`` seconds.
+nothing half-written is ever served, not even after a power cut. Finished documents expire after ``ttl`` seconds.
 
 Ids (and DeepL's document keys) are random and unguessable; each document is bound to
 its owner (the identity :meth:`~.limits.Access.admit` returns, kept only as a digest),
@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..core import durable
 from ..documents import FORMATS, format_for, load_format
 from .http import HTTPError
 
@@ -220,8 +221,8 @@ class DocumentStore:
                            f"{stem}.{target}{suffix}", suffix, target)
             folder = self.folder / doc.id
             try:
-                folder.mkdir(parents=True)
-                (folder / doc.input).write_bytes(data)
+                durable.make_dirs(folder)  # each file below is fsynced and renamed, state.json last
+                durable.write_atomic(folder / doc.input, data)
                 if glossary is not None:
                     _write_json(folder / GLOSSARY_NAME, {"digest": glossary_digest, "entries": [
                         [e.source, e.target, e.regex] for e in glossary.entries]})
@@ -493,13 +494,8 @@ def check_text(data: bytes, name: str) -> None:
 
 # -- small helpers -----------------------------------------------------------------------------
 def _write_json(path: Path, value) -> None:
-    """Write JSON atomically: a temporary file, flushed, then renamed over ``path``."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "w", encoding="utf-8") as out:
-        json.dump(value, out, ensure_ascii=False)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, path)
+    """Write JSON atomically: a temporary file, fsynced, renamed over ``path``, its folder fsynced."""
+    durable.write_atomic(path, json.dumps(value, ensure_ascii=False))
 
 
 def _read_glossary(path: Path):

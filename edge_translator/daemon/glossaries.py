@@ -7,9 +7,11 @@ one ``source<TAB>target`` per line (``tsv``), or CSV lines ``source,target`` wit
 ``,source_lang,target_lang`` (``csv``); a bad line is refused with its number.
 
 The store is ``glossaries.sqlite3`` in the state folder, created with the first glossary,
-so a daemon that never gets one writes nothing. Each glossary belongs to the key that made
-it (kept as a digest, never the key itself); without keys every client shares one set, as
-one DeepL account does. Ids are random UUIDs, as DeepL's are.
+so a daemon that never gets one writes nothing; it is opened as every SQLite file of ours
+is (:mod:`~edge_translator.core.sqlitedb`: WAL, ``synchronous=NORMAL``, a busy timeout).
+Each glossary belongs to the key that made it (kept as a digest, never the key itself);
+without keys every client shares one set, as one DeepL account does. Ids are random UUIDs,
+as DeepL's are.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import durable, sqlitedb
 from ..documents.glossary import Entry, Glossary
 from .http import HTTPError
 
@@ -232,9 +235,8 @@ class GlossaryStore:
             return None
         db = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            durable.make_dirs(self.path.parent)
+            db = sqlitedb.connect(self.path)  # WAL, synchronous=NORMAL, writers wait
             db.executescript("""
                 CREATE TABLE IF NOT EXISTS glossaries (
                     id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, created TEXT NOT NULL);

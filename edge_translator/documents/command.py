@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..core import durable
 from ..core.errors import InputError, require
 
 #: Exit code when some documents failed and the others were translated.
@@ -200,10 +201,9 @@ def cmd_tm(args: argparse.Namespace) -> int:
                 path = Path(args.file)
                 if path.exists() and not args.force:
                     raise InputError(f"{path} exists; pass --force to overwrite it")
-                temp = path.with_name(f".{path.name}.edge-tmp")
-                with open(temp, "w", encoding="utf-8", newline="\n") as out:
+                with durable.open_atomic(path, "w", temp=path.with_name(f".{path.name}.edge-tmp"),
+                                         encoding="utf-8", newline="\n") as out:
                     count = export_tmx(memory, out, args.target)
-                temp.replace(path)
             print(f"exported {count} entries", file=sys.stderr)
         elif args.action == "import":
             if not args.file:

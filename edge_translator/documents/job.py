@@ -4,7 +4,8 @@
 segments of all of them to the translator as bulk work, in shared windows, so many small
 files go as fast as one large one. Every finished segment is committed to the job
 journal (:mod:`.journal`), so a job killed at any moment resumes where it stopped; an
-output is written to a temporary file and renamed only when it is complete. Glossary
+output is written to a temporary file, fsynced and renamed only when it is complete
+(:mod:`~edge_translator.core.durable`), so not even a power cut leaves half of it. Glossary
 terms and the spans a format must keep are masked before translation and checked after.
 """
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..core import durable
 from ..core.engine import Priority
 from ..core.errors import EngineClosed
 from ..core.inline import place_marks
@@ -447,14 +449,11 @@ class DocumentJob:
                 return self._fail(plan, "it changed while it was translated; run the job again")
         except OSError as exc:
             return self._fail(plan, f"cannot read it ({exc.strerror})")
-        temp = plan.output.with_name(f".{plan.output.name}.{os.getpid()}{_TEMP_SUFFIX}")
+        temp = durable.temp_name(plan.output, _TEMP_SUFFIX)
         try:
-            plan.output.parent.mkdir(parents=True, exist_ok=True)
-            with open(temp, "wb") as out:
+            durable.make_dirs(plan.output.parent)
+            with durable.open_atomic(plan.output, "wb", temp=temp) as out:  # fsynced, renamed, folder fsynced
                 plan.document.write(self.journal.translations(plan.key), out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, plan.output)
         except DocumentError as exc:
             temp.unlink(missing_ok=True)
             return self._fail(plan, exc.reason)

@@ -5,7 +5,9 @@ the input's checksum and the settings it was translated with, every finished seg
 the warnings, and whether the output was written. It also keeps every sentence decoded
 for the job (:class:`JobCache`, the translator's cache during a job), so that after
 ``kill -9`` at any moment a rerun decodes only what is missing. Each record is committed
-as it is made (WAL mode), so nothing acknowledged is lost.
+as it is made (:mod:`~edge_translator.core.sqlitedb`: WAL mode, ``synchronous=NORMAL``), so
+``kill -9`` loses nothing committed; a power cut may lose the last records, never corrupt
+the file, and a rerun translates those segments again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import durable, sqlitedb
 from ..core.cache import CachedTranslation, CacheKey
 from ..core.errors import InputError
 from .base import Translated
@@ -67,10 +70,8 @@ class Journal:
         self.path = path
         self._lock = threading.Lock()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            durable.make_dirs(path.parent)  # the outputs' folder too: it must outlive a power cut
+            self._db = sqlitedb.connect(path)
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
             if row is None:

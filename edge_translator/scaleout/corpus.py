@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..core import durable
 from ..core.cache import CachedTranslation, CacheKey
 from ..core.errors import EdgeTranslatorError, InputError
 from ..core.translator import TranslateOptions, Translator
@@ -329,11 +329,11 @@ class CorpusJob:
                 return self._fail(plan, "it changed while it was translated; run the job again")
         except OSError as exc:
             return self._fail(plan, f"cannot read it ({exc.strerror})")
-        temp = plan.output.with_name(f".{plan.output.name}.{os.getpid()}.edge-tmp")
+        temp = durable.temp_name(plan.output, ".edge-tmp")
         try:
-            plan.output.parent.mkdir(parents=True, exist_ok=True)
+            durable.make_dirs(plan.output.parent)
             write_with(plan.input, temp, self.options.columns, self._results(plan), self.model_id)
-            os.replace(temp, plan.output)
+            durable.replace(temp, plan.output)  # fsynced, renamed, its folder fsynced
         except EdgeTranslatorError as exc:
             temp.unlink(missing_ok=True)
             return self._fail(plan, str(exc).removeprefix(f"{plan.input}: "))

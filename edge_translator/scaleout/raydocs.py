@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import durable
 from ..core.errors import EdgeTranslatorError
 from ..documents.job import NoProgress, file_sha256, file_stamp, job_settings
 from ..documents.journal import Journal
@@ -215,16 +216,8 @@ class RayDocuments:
             if file_stamp(plan.input) != plan.stamp:
                 return self._fail(plan, "it changed while it was translated; run the job again", progress)
             journal.begin(plan.key, str(plan.input), plan.sha256, self.settings, result.segments)
-            plan.output.parent.mkdir(parents=True, exist_ok=True)
-            temp = plan.output.with_name(f".{plan.output.name}.{os.getpid()}.edge-tmp")
-            try:
-                with open(temp, "wb") as out:
-                    out.write(output)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(temp, plan.output)
-            finally:
-                temp.unlink(missing_ok=True)
+            durable.make_dirs(plan.output.parent)
+            durable.write_atomic(plan.output, output, temp=durable.temp_name(plan.output, ".edge-tmp"))
         except OSError as exc:
             return self._fail(plan, f"cannot write {plan.output} ({exc.strerror})", progress)
         journal.written(plan.key)

@@ -2,8 +2,9 @@
 
 The state lives in a folder beside the outputs. ``state.json`` says, for each input, the
 checksum and settings its blocks belong to and whether its output is written; each finished
-block is one file, written to a temporary name and renamed, so a block is either wholly
-there or not at all. A rerun skips what is there, which is what makes a killed job, or a
+block is one file, written to a temporary name, fsynced and renamed
+(:mod:`~edge_translator.core.durable`), so a block is either wholly there or not at all, even
+after a power cut. A rerun skips what is there, which is what makes a killed job, or a
 killed node, resume without writing a row twice.
 """
 
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
+from ..core import durable
 from ..core.errors import InputError
 
 _VERSION = 1
@@ -24,27 +25,13 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
 class CorpusState:
     """The state folder of one corpus job."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            durable.make_dirs(folder)
         except OSError as exc:
             raise InputError(f"cannot create the job's state folder {folder} ({exc.strerror}); "
                              "choose a writable output") from None
@@ -61,7 +48,7 @@ class CorpusState:
                                  "the job afresh") from None
 
     def _save(self) -> None:
-        write_atomic(self._path, json.dumps({"version": _VERSION, "files": self._files}, indent=1,
+        durable.write_atomic(self._path, json.dumps({"version": _VERSION, "files": self._files}, indent=1,
                                             sort_keys=True).encode())
 
     def record(self, key: str) -> dict | None:
@@ -90,8 +77,8 @@ class CorpusState:
     def commit(self, key: str, index: int, rows: list) -> None:
         """Keep one finished block (a second commit of the same block replaces it whole)."""
         folder = self._blocks(key)
-        folder.mkdir(exist_ok=True)
-        write_atomic(folder / f"{index:06d}.json", json.dumps(rows, ensure_ascii=False).encode())
+        durable.make_dirs(folder)
+        durable.write_atomic(folder / f"{index:06d}.json", json.dumps(rows, ensure_ascii=False).encode())
 
     def rows(self, key: str, index: int) -> list:
         """The ``[translation, score]`` rows of a committed block.

@@ -17,6 +17,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from ..core import durable
 from ..core.bundle import MANIFEST, load_bundle
 from ..core.errors import BundleError
 
@@ -83,7 +84,7 @@ def pack(bundle_dir: Path, out: Path, force: bool = False,
                 done += info.size
                 if progress:
                     progress(done, total)
-        os.replace(tmp, out)
+        durable.replace(tmp, out)  # fsynced, renamed, its folder fsynced
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise ArchiveError(f"{out} could not be written ({exc.strerror or exc}); choose another place") from None

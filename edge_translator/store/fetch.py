@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core import durable
 from ..core.errors import EdgeTranslatorError
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def download(url: str, dest: Path, progress: Callable[[int, int | None], None] |
         if total is not None and done != total:
             raise DownloadError(f"the download of {url} stopped after {done} of {total} bytes; run the command "
                                 "again")
-        os.replace(part, dest)
+        durable.replace(part, dest)  # fsynced, renamed, its folder fsynced
     except urllib.error.HTTPError as exc:
         part.unlink(missing_ok=True)
         raise DownloadError(f"{host} answered {exc.code} {exc.reason} for {url}; check the address") from None

@@ -6,7 +6,9 @@ made by ``models pack``, or an https URL to a ``.tar`` or a release ``.zip``. Wh
 is, the work happens in a staging folder inside the models folder (so the last step is a
 rename on one file system), the result is verified, and only then does it take its name:
 if anything fails, or the process is stopped, nothing is left behind and an installed
-model of the same name is untouched.
+model of the same name is untouched. Every file and folder of the new model is fsynced
+before that rename, and the models folder after it, so a power cut leaves the old model
+or the whole new one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import durable
 from ..core.bundle import MANIFEST, load_bundle
 from ..core.errors import InputError, MissingDependencyError
 from ..core.locations import DEFAULT_FILE, DEFAULT_MODEL, installed, models_dir, user_models_dir, valid_name
@@ -213,7 +216,7 @@ def add(source: str, options: AddOptions | None = None, progress: Progress | Non
         raise InputError(f"a model called {name} is already installed ({final}); pass --force to replace it, "
                          "or --name to add this one under another name")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        durable.make_dirs(folder)
     except OSError as exc:
         raise InputError(f"the models folder {folder} cannot be created ({exc.strerror or exc}); set "
                          "EDGE_TRANSLATOR_MODELS_DIR to a writable folder") from None
@@ -247,7 +250,9 @@ def add(source: str, options: AddOptions | None = None, progress: Progress | Non
 
 
 def _install(bundle: Path, final: Path, staging: Path) -> None:
-    """Put the finished bundle at ``final``: renames only, the old one (if any) kept until then."""
+    """Put the finished bundle at ``final``: renames only, the old one (if any) kept until then;
+    the bundle's files and folders are fsynced before, the models folder after."""
+    durable.fsync_tree(bundle)
     old = None
     if final.exists():
         old = staging / "replaced"
@@ -258,6 +263,7 @@ def _install(bundle: Path, final: Path, staging: Path) -> None:
         if old is not None:
             os.replace(old, final)
         raise
+    durable.fsync_dir(final.parent)
 
 
 def remove(name: str, folder: Path | None = None) -> Path:
@@ -306,13 +312,11 @@ def set_default(name: str, folder: Path | None = None) -> Path:
         raise InputError(f"no model called {name!r} is installed or embedded; `edge-translator models list` "
                          "shows them")
     load_bundle(path)
-    folder.mkdir(parents=True, exist_ok=True)
+    durable.make_dirs(folder)
     target = folder / DEFAULT_FILE
     if name == DEFAULT_MODEL and path.parent == models_dir():
         target.unlink(missing_ok=True)  # back to the built-in default
         return path
-    tmp = folder / f".{DEFAULT_FILE}.{os.getpid()}"
-    tmp.write_text(name + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    durable.write_atomic(target, name + "\n", temp=folder / f".{DEFAULT_FILE}.{os.getpid()}")
     return path
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import durable
 from ..core.bundle import MANIFEST, file_record, load_bundle, read_manifest
 from ..core.errors import BundleError, InputError
 from ..core.graphio import HIDDEN, LOGITS, decoder_io, projection_io, shortlist_io
@@ -93,13 +94,16 @@ def add_shortlist(path: str | Path, out: str | Path | None = None, corpus: str |
             Seq2Seq.load(load_bundle(staging)), tokenizer, target_id)
         _write_manifest(staging, staged)
         load_bundle(staging)
+        durable.fsync_tree(staging)  # whole on the disk before it takes the name
         if target.exists():
             old = target.parent / f".{target.name}.old-{secrets.token_hex(4)}"
             os.replace(target, old)
             os.replace(staging, target)
+            durable.fsync_dir(target.parent)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, target)
+            durable.fsync_dir(target.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

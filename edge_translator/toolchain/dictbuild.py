@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..core import durable
 from ..core.dictionary import FORMAT, FORMAT_VERSION, MANIFEST, SECTIONS, Dictionary
 from ..core.errors import ExportError, require
 from ..core.inflection import rule_lemmas
@@ -512,8 +513,10 @@ def build_dictionary(out: Path, inputs: Inputs | None = None, options: DictBuild
     (staging / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
                                     encoding="utf-8")
     Dictionary.load(staging)  # what was written must load
+    durable.fsync_tree(staging)
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)
+    durable.fsync_dir(out.parent)
     logger.info("dictionary %s: %s, %d bytes", out, layout["counts"], len(packed))
     return manifest

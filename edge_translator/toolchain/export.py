@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import durable
 from ..core.bundle import FORMAT, FORMAT_VERSION, MANIFEST, file_record, load_bundle
 from ..core.decode import Seq2Seq
 from ..core.errors import ExportError
@@ -320,9 +321,11 @@ def export(src: str | Path, out: str | Path, options: ExportOptions | None = Non
             stage("writing the bundle")
             _write_manifest(staging, manifest)
         load_bundle(staging)
+        durable.fsync_tree(staging)  # whole on the disk before it takes the name
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
+        durable.fsync_dir(out.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import durable
 from ..core.bundle import MANIFEST, file_record, load_bundle, read_manifest
 from ..core.errors import BundleError
 from .onnxbuild import ROW_CODE_UNIT, ROW_ZERO_POINT
@@ -294,9 +295,12 @@ def _write_manifest(directory: Path, manifest: dict) -> None:
 
 
 def _replace(staging: Path, target: Path, in_place: bool) -> None:
-    """Move the finished bundle into place; in place, the old one is removed only after."""
+    """Move the finished bundle into place; in place, the old one is removed only after. The
+    bundle's files and folders are fsynced before the rename, its parent folder after."""
+    durable.fsync_tree(staging)
     if not in_place:
         os.replace(staging, target)
+        durable.fsync_dir(target.parent)
         return
     old = staging.with_name(staging.name + ".old")
     os.replace(target, old)
@@ -305,4 +309,5 @@ def _replace(staging: Path, target: Path, in_place: bool) -> None:
     except BaseException:
         os.replace(old, target)
         raise
+    durable.fsync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
