@@ -3,7 +3,9 @@
 Exit codes: 0 success; 1 unexpected error; 2 bad command-line usage; 3 missing or
 corrupt model bundle; 4 unusable input (for example invalid UTF-8); 5 export failed;
 6 an optional dependency is missing; 7 some documents failed (``docs``: the others were
-translated); 8 the dictionary has no entry (``lookup``); 130 interrupted.
+translated); 8 the dictionary has no entry (``lookup``); 9 no space left on a disk
+(``docs``, ``corpus``, ``models add``, ``tm``: what was finished is kept; free some space and
+run the same command again); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -192,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
+        from .core import diskspace
+
+        if diskspace.is_full(exc):  # a write no layer expected to fail: still the one line and code 9
+            error = diskspace.no_space(exc.filename) if getattr(exc, "filename", None) else None
+            print(f"edge-translator: error: {error or f'no space left on a disk ({exc}); {diskspace.RERUN}'}",
+                  file=sys.stderr)
+            return 9
         missing = getattr(exc, "name", None) or ""
         if isinstance(exc, ModuleNotFoundError) and (missing.split(".")[0] in _TOOLCHAIN_MODULES
                                                      or missing.startswith("edge_translator.toolchain")):

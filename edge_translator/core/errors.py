@@ -61,6 +61,18 @@ def require(module: str, extra: str):
         ) from None
 
 
+class NoSpace(EdgeTranslatorError):
+    """A write failed because its disk is full: the message names the file, the disk and
+    its free space (:func:`~.diskspace.no_space`). What was finished is kept."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.path = path
+        """The file that could not be written."""
+
+
 class Busy(EdgeTranslatorError):
     """The translation queue is full and the caller asked not to wait."""
 
