@@ -11,6 +11,12 @@ Several threads and several processes (the desktop app, ``docs --tm``, ``serve -
 use one file at once: each thread gets its own connection, opened by :mod:`.sqlitedb`: WAL
 mode, ``synchronous=NORMAL`` (a power cut may lose the last pairs stored, never corrupt the
 file) and writers wait for one another (``busy_timeout``). Only the standard library is used.
+
+On a full disk the memory is a cache that stops filling: :meth:`TranslationMemory.put`
+logs one warning and drops the pair, so the translation itself is still delivered, and
+:func:`open_for_translating` runs without a memory that cannot even be opened. Storing is
+an error only where storing is what was asked (:meth:`~TranslationMemory.add_many`,
+:meth:`~TranslationMemory.clear`): :class:`~.errors.NoSpace`.
 """
 
 from __future__ import annotations
@@ -26,14 +32,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import diskspace, sqlitedb
 from .cache import CachedTranslation, CacheKey
-from . import sqlitedb
-from .errors import InputError
+from .errors import InputError, NoSpace
 
 logger = logging.getLogger(__name__)
 
 #: ``model`` of entries that came from outside (TMX import): they match any model and options.
 IMPORTED = ""
+
+#: What to do about a memory on a full disk: while translating, and where storing was asked.
+_ADVICE = "free some space; until then translations are delivered without being stored in the memory"
+_STORE_ADVICE = "free some space and run the same command again: nothing of it was stored"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -117,12 +127,16 @@ class TranslationMemory:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._full = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if diskspace.is_full(exc):
+                raise diskspace.no_space(self.path, _ADVICE) from None
             raise InputError(f"cannot create the directory of the translation memory {self.path} "
                              f"({exc.strerror}); pass --tm with a writable path") from None
-        self._db().executescript(_SCHEMA)
+        with diskspace.writing(self.path, _ADVICE):
+            self._db().executescript(_SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -131,6 +145,8 @@ class TranslationMemory:
                 db = sqlitedb.connect(self.path)
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.DatabaseError as exc:
+                if diskspace.is_full(exc):  # a WAL file's -shm cannot be made on a full disk
+                    raise diskspace.no_space(self.path, _ADVICE) from None
                 raise InputError(f"{self.path} is not a usable translation memory ({exc}); "
                                  "pass another path with --tm, or move this file away") from None
             self._local.db = db
@@ -140,8 +156,15 @@ class TranslationMemory:
 
     def get(self, key: CacheKey) -> CachedTranslation | None:
         """The stored translation of ``key``'s sentence: an imported one first, then one this
-        model decoded with the same options."""
-        row = self._db().execute(
+        model decoded with the same options (``None`` too while a full disk keeps the memory
+        from being opened)."""
+        try:
+            db = self._db()
+        except NoSpace as exc:
+            self._warn_full(exc)
+            self.misses += 1
+            return None
+        row = db.execute(
             "SELECT text, ids, stop, score FROM entries WHERE source = ? AND target = ? AND "
             "((model = ? AND options = ?) OR (model = ? AND options = '')) ORDER BY model = ? DESC LIMIT 1",
             (key.sentence, key.target, key.model, options_key(key), IMPORTED, IMPORTED)).fetchone()
@@ -154,32 +177,60 @@ class TranslationMemory:
                                  float("nan") if score is None else score)
 
     def put(self, key: CacheKey, value: CachedTranslation) -> None:
-        """Store a sentence this model decoded (an existing entry is replaced)."""
-        self._db().execute(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'decoded', ?)",
-            (key.sentence, key.target, key.model, options_key(key), value.text,
-             array.array("i", value.ids).tobytes(), value.stop, value.score, time.time()))
+        """Store a sentence this model decoded (an existing entry is replaced).
+
+        On a full disk the pair is dropped and one warning logged (until a pair is stored
+        again): the translation that called this is delivered all the same.
+        """
+        try:
+            with diskspace.writing(self.path, _ADVICE):
+                self._db().execute(
+                    "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'decoded', ?)",
+                    (key.sentence, key.target, key.model, options_key(key), value.text,
+                     array.array("i", value.ids).tobytes(), value.stop, value.score, time.time()))
+        except NoSpace as exc:
+            self._warn_full(exc)
+            return
+        if self._full:
+            self._full = False
+            logger.info("%s: the translation memory stores pairs again", self.path)
+
+    def _warn_full(self, exc: NoSpace) -> None:
+        if not self._full:
+            self._full = True
+            logger.warning("the translation memory cannot store what is translated: %s", exc)
 
     def add(self, source: str, text: str, target: str) -> None:
-        """Store a pair that came from outside (it matches every model)."""
-        self._db().execute(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, '', ?, NULL, 'memory', NULL, 'imported', ?)",
-            (" ".join(source.split()), target, IMPORTED, text, time.time()))
+        """Store a pair that came from outside (it matches every model).
+
+        Raises:
+            NoSpace: If the disk is full.
+        """
+        with diskspace.writing(self.path, _STORE_ADVICE):
+            self._db().execute(
+                "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, '', ?, NULL, 'memory', NULL, 'imported', ?)",
+                (" ".join(source.split()), target, IMPORTED, text, time.time()))
 
     def add_many(self, pairs: Iterator[tuple[str, str, str]]) -> int:
-        """Store many outside pairs ``(source, text, target)`` in one transaction; returns the count."""
-        db = self._db()
-        count = 0
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for source, text, target in pairs:
-                db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, '', ?, NULL, 'memory', NULL, "
-                           "'imported', ?)", (" ".join(source.split()), target, IMPORTED, text, time.time()))
-                count += 1
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        """Store many outside pairs ``(source, text, target)`` in one transaction; returns the count.
+
+        Raises:
+            NoSpace: If the disk is full; nothing of them is stored then.
+        """
+        with diskspace.writing(self.path, _STORE_ADVICE):
+            db = self._db()
+            count = 0
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for source, text, target in pairs:
+                    db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, '', ?, NULL, 'memory', NULL, "
+                               "'imported', ?)", (" ".join(source.split()), target, IMPORTED, text, time.time()))
+                    count += 1
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
         return count
 
     def entries(self, target: str | None = None) -> Iterator[MemoryEntry]:
@@ -221,10 +272,15 @@ class TranslationMemory:
         return MemoryStats(self.path, entries, imported or 0, models, targets, size)
 
     def clear(self) -> int:
-        """Forget everything; returns how many entries were removed."""
-        db = self._db()
-        count = db.execute("DELETE FROM entries").rowcount
-        db.execute("VACUUM")
+        """Forget everything; returns how many entries were removed.
+
+        Raises:
+            NoSpace: If the disk is full (the entries may be gone, the file not yet smaller).
+        """
+        with diskspace.writing(self.path, _STORE_ADVICE):
+            db = self._db()
+            count = db.execute("DELETE FROM entries").rowcount
+            db.execute("VACUUM")
         return count
 
     def close(self) -> None:
@@ -240,3 +296,18 @@ class TranslationMemory:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def open_for_translating(path: str | Path | None = None) -> TranslationMemory | None:
+    """The memory a translating front end (``docs``, ``corpus``, ``serve --tm``) uses, or
+    ``None`` with one warning when a full disk keeps it from being opened: the translations
+    go on without it.
+
+    Raises:
+        InputError: If the file cannot be opened for another reason.
+    """
+    try:
+        return TranslationMemory(path)
+    except NoSpace as exc:
+        logger.warning("running without the translation memory: %s", exc)
+        return None
