@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..core import durable
+from ..core import diskspace, durable
 from ..core.errors import InputError, require
 
 #: Exit code when some documents failed and the others were translated.
@@ -114,6 +114,7 @@ def glossary_file(args: argparse.Namespace) -> Path | None:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     """Translate documents and folders; print a summary (or JSON)."""
+    from ..core.memory import open_for_translating
     from ..core.translator import Translator
     from .glossary import Glossary
     from .job import DocumentJob
@@ -125,7 +126,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     if path is not None:
         glossary = Glossary.load(path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    memory = None if args.no_tm else _memory(args)
+    memory = None if args.no_tm else open_for_translating(args.tm)  # a full disk: a warning, no memory
     cache = JobCache(memory)
     if not args.verbose:  # a sentence cut at the length limit is logged per sentence: noise over a bar
         import logging
@@ -201,8 +202,9 @@ def cmd_tm(args: argparse.Namespace) -> int:
                 path = Path(args.file)
                 if path.exists() and not args.force:
                     raise InputError(f"{path} exists; pass --force to overwrite it")
-                with durable.open_atomic(path, "w", temp=path.with_name(f".{path.name}.edge-tmp"),
-                                         encoding="utf-8", newline="\n") as out:
+                with diskspace.writing(path), durable.open_atomic(
+                        path, "w", temp=path.with_name(f".{path.name}.edge-tmp"), encoding="utf-8",
+                        newline="\n") as out:
                     count = export_tmx(memory, out, args.target)
             print(f"exported {count} entries", file=sys.stderr)
         elif args.action == "import":

@@ -7,6 +7,9 @@ journal (:mod:`.journal`), so a job killed at any moment resumes where it stoppe
 output is written to a temporary file, fsynced and renamed only when it is complete
 (:mod:`~edge_translator.core.durable`), so not even a power cut leaves half of it. Glossary
 terms and the spans a format must keep are masked before translation and checked after.
+A full disk (an output, or the journal) stops the whole job with
+:class:`~edge_translator.core.errors.NoSpace`: the outputs written stay, no partial one is
+left, and a rerun once there is space finishes the rest.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..core import durable
+from ..core import diskspace, durable
 from ..core.engine import Priority
-from ..core.errors import EngineClosed
+from ..core.errors import EngineClosed, NoSpace
 from ..core.inline import place_marks
 from ..core.text import split_sentences
 from ..core.translator import Translator, join_results
@@ -172,6 +175,10 @@ class DocumentJob:
         Per-file problems (a malformed file, an output that exists) are recorded in the
         summary and the job goes on. A failure of the model itself stops the job; its
         journal keeps what was done.
+
+        Raises:
+            NoSpace: If an output or the journal cannot be written for lack of space; the
+                work in flight is withdrawn, and a rerun resumes.
         """
         self._progress = progress or NoProgress()
         started = time.perf_counter()
@@ -192,6 +199,9 @@ class DocumentJob:
             self._progress.start(len(todo), sum(p.sentences for p in todo))
             if todo:
                 self._translate(todo)
+        except NoSpace as exc:
+            self._abandon(plans, str(exc))
+            raise
         finally:
             self.cache.attach(None)
             if self.journal is not None:
@@ -199,6 +209,16 @@ class DocumentJob:
         return Summary(tuple(plans), sum(p.sentences for p in plans if p.status == "done"),
                        self.cache.decoded - decoded_before, self.cache.hits - hits_before,
                        time.perf_counter() - started, path)
+
+    def _abandon(self, plans: list[FilePlan], reason: str) -> None:
+        """Withdraw the work in flight; the files not finished are ``cancelled`` for ``reason``."""
+        self._stop(reason)
+        for _, (submission, _pieces), _ in self._inflight:
+            submission.cancel()
+        self._inflight.clear()
+        for plan in plans:
+            if plan.status == "todo":
+                plan.status, plan.message, plan.document = "cancelled", reason, None
 
     def _fail(self, plan: FilePlan, message: str) -> None:
         counted = plan.document is not None  # scanned: the progress bar counts it
@@ -458,7 +478,10 @@ class DocumentJob:
             temp.unlink(missing_ok=True)
             return self._fail(plan, exc.reason)
         except OSError as exc:
+            full = diskspace.no_space(plan.output) if diskspace.is_full(exc) else None  # the free space it met
             temp.unlink(missing_ok=True)
+            if full is not None:  # every file after this one would fail too: stop the job
+                raise full from None
             return self._fail(plan, f"cannot write {plan.output} ({exc.strerror})")
         except BaseException:
             temp.unlink(missing_ok=True)

@@ -7,7 +7,9 @@ for the job (:class:`JobCache`, the translator's cache during a job), so that af
 ``kill -9`` at any moment a rerun decodes only what is missing. Each record is committed
 as it is made (:mod:`~edge_translator.core.sqlitedb`: WAL mode, ``synchronous=NORMAL``), so
 ``kill -9`` loses nothing committed; a power cut may lose the last records, never corrupt
-the file, and a rerun translates those segments again.
+the file, and a rerun translates those segments again. A write that finds the disk full
+raises :class:`~edge_translator.core.errors.NoSpace` (its transaction rolled back): what
+was committed stays, and a rerun once there is space goes on from there.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import durable, sqlitedb
+from ..core import diskspace, durable, sqlitedb
 from ..core.cache import CachedTranslation, CacheKey
 from ..core.errors import InputError
 from .base import Translated
@@ -79,6 +82,10 @@ class Journal:
             elif row[0] != _VERSION:
                 raise InputError(f"{path} is a job journal of another version ({row[0]}); delete it to start over")
         except (sqlite3.DatabaseError, OSError) as exc:
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            if diskspace.is_full(exc):
+                raise diskspace.no_space(path) from None
             raise InputError(f"cannot use the job journal {path} ({exc}); delete it, or pass --jobs-dir "
                              "with a writable folder") from None
 
@@ -94,8 +101,11 @@ class Journal:
 
         A record made from another input checksum or other settings is dropped with its
         segments, so a changed input is translated again.
+
+        Raises:
+            NoSpace: If the disk is full.
         """
-        with self._lock:
+        with self._lock, self._writing():
             row = self._db.execute("SELECT sha256, settings, segments FROM files WHERE output = ?",
                                    (output,)).fetchone()
             if row is not None and row != (sha256, settings, segments):
@@ -114,9 +124,13 @@ class Journal:
             return {idx for (idx,) in self._db.execute("SELECT idx FROM segments WHERE output = ?", (output,))}
 
     def save(self, output: str, idx: int, translated: Translated, warning: str | None = None) -> None:
-        """Record a finished segment (and its warning) in one commit."""
+        """Record a finished segment (and its warning) in one commit.
+
+        Raises:
+            NoSpace: If the disk is full.
+        """
         marks = json.dumps([list(m) if m is not None else None for m in translated.marks])
-        with self._lock:
+        with self._lock, self._writing():
             self._db.execute("BEGIN")
             self._db.execute("INSERT OR REPLACE INTO segments VALUES (?, ?, ?, ?)",
                              (output, idx, translated.text, marks))
@@ -138,8 +152,12 @@ class Journal:
                                                    (output,))]
 
     def written(self, output: str) -> None:
-        """Record that the output file is complete on disk."""
-        with self._lock:
+        """Record that the output file is complete on disk.
+
+        Raises:
+            NoSpace: If the disk is full.
+        """
+        with self._lock, self._writing():
             self._db.execute("UPDATE files SET state = 'written', updated = ? WHERE output = ?", (time.time(), output))
 
     def sentence(self, key: str) -> CachedTranslation | None:
@@ -152,8 +170,12 @@ class Journal:
                                  float("nan") if row[3] is None else row[3])
 
     def store_sentence(self, key: str, value: CachedTranslation) -> None:
-        """Record a decoded sentence; a second decode of one key counts up ``decoded``."""
-        with self._lock:
+        """Record a decoded sentence; a second decode of one key counts up ``decoded``.
+
+        Raises:
+            NoSpace: If the disk is full.
+        """
+        with self._lock, self._writing():
             self._db.execute(
                 "INSERT INTO sentences VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(key) DO UPDATE SET "
                 "decoded = decoded + 1, text = excluded.text",
@@ -163,6 +185,17 @@ class Journal:
         """How many runs decoded each sentence (for tests: no sentence twice)."""
         with self._lock:
             return dict(self._db.execute("SELECT key, decoded FROM sentences"))
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A full disk becomes :class:`NoSpace`, with the open transaction rolled back."""
+        try:
+            with diskspace.writing(self.path):
+                yield
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         with self._lock:
