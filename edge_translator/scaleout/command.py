@@ -35,7 +35,7 @@ def _quiet_logs(args: argparse.Namespace) -> None:
 def cmd_corpus(args: argparse.Namespace) -> int:
     """Translate a column of a corpus file or folder; print a summary (or JSON)."""
     from ..core.cache import ChainedCache, LRUCache
-    from ..core.memory import TranslationMemory
+    from ..core.memory import open_for_translating
     from ..core.translator import TranslateOptions, Translator
     from ..documents.command import report
     from .corpus import CorpusJob, CorpusOptions, LocalRunner
@@ -48,7 +48,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         from .rayrun import connect
 
         connect(args.ray or None)  # before any work: one line without the extra or the cluster
-    memory = None if args.no_tm else TranslationMemory(args.tm)
+    memory = None if args.no_tm else open_for_translating(args.tm)  # a full disk: a warning, no memory
     _quiet_logs(args)
     progress = _progress(args)
     try:
@@ -103,7 +103,7 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
         return local(args)
     import hashlib
 
-    from ..core.memory import TranslationMemory
+    from ..core.memory import open_for_translating
     from ..documents.command import glossary_file, job_options, report, summary_text
     from .raydocs import RayDocuments
     from .rayrun import connect
@@ -113,7 +113,7 @@ def cmd_docs_ray(args: argparse.Namespace, local) -> int:
     glossary = glossary_file(args)
     digest = hashlib.sha256(glossary.read_bytes()).hexdigest()[:16] if glossary is not None else ""
     model_id, target = _model(args)
-    memory = None if args.no_tm else TranslationMemory(args.tm)
+    memory = None if args.no_tm else open_for_translating(args.tm)
     snapshot = _snapshot(memory, model_id, target) if memory is not None else None
     _quiet_logs(args)
     progress = _progress(args)

@@ -5,7 +5,9 @@ file fails alone, with its name), cuts the rows into blocks, hands the blocks no
 committed to a runner, commits each finished block (:mod:`.state`), and writes a file's
 output, with its rows in their order, once all its blocks are in. The runner is where the
 translating happens: :class:`LocalRunner` here, :class:`~.rayrun.RayRunner` on a cluster;
-both translate a block with the same :class:`~.blocks.BlockTranslator`.
+both translate a block with the same :class:`~.blocks.BlockTranslator`. A full disk (a
+block, the state or an output) stops the job with
+:class:`~edge_translator.core.errors.NoSpace`: what was committed stays for the rerun.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..core import durable
+from ..core import diskspace, durable
 from ..core.cache import CachedTranslation, CacheKey
 from ..core.errors import EdgeTranslatorError, InputError
 from ..core.translator import TranslateOptions, Translator
@@ -279,6 +281,10 @@ class CorpusJob:
 
         A file that cannot be read is failed and the others go on; a failure of the
         runner (the model, the cluster) stops the job, and what was committed stays.
+
+        Raises:
+            NoSpace: If a block, the state or an output cannot be written for lack of space
+                (the blocks in flight are withdrawn; a rerun resumes).
         """
         self._progress = progress or NoProgress()
         started = time.perf_counter()
@@ -288,18 +294,24 @@ class CorpusJob:
         for plan in todo:
             self._write_if_complete(plan)
         rows = decoded = reused = 0
-        for result in runner.run(self.pending(todo)):
-            plan = by_key[result.key]
-            if plan.status != "todo" or result.index in plan.done:
-                continue  # a file failed meanwhile, or a block a retried worker sent twice
-            self.state.commit(plan.key, result.index, [list(r) for r in result.rows])
-            plan.done.add(result.index)
-            self._merge(result.pairs)
-            rows += len(result.rows)
-            decoded += result.counts.decoded
-            reused += result.counts.reused
-            self._progress.advance(len(result.rows), plan)
-            self._write_if_complete(plan)
+        results = runner.run(self.pending(todo))
+        try:
+            for result in results:
+                plan = by_key[result.key]
+                if plan.status != "todo" or result.index in plan.done:
+                    continue  # a file failed meanwhile, or a block a retried worker sent twice
+                self.state.commit(plan.key, result.index, [list(r) for r in result.rows])
+                plan.done.add(result.index)
+                self._merge(result.pairs)
+                rows += len(result.rows)
+                decoded += result.counts.decoded
+                reused += result.counts.reused
+                self._progress.advance(len(result.rows), plan)
+                self._write_if_complete(plan)
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()  # a NoSpace (or Ctrl-C) withdraws the blocks the runner has queued
         for plan in todo:
             if plan.status == "todo":
                 missing = plan.blocks - len(plan.done)
@@ -338,7 +350,10 @@ class CorpusJob:
             temp.unlink(missing_ok=True)
             return self._fail(plan, str(exc).removeprefix(f"{plan.input}: "))
         except OSError as exc:
+            full = diskspace.no_space(plan.output) if diskspace.is_full(exc) else None  # the free space it met
             temp.unlink(missing_ok=True)
+            if full is not None:  # every file after this one would fail too: stop the job
+                raise full from None
             return self._fail(plan, f"cannot write {plan.output} ({exc.strerror})")
         except BaseException:
             temp.unlink(missing_ok=True)

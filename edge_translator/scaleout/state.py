@@ -5,7 +5,8 @@ checksum and settings its blocks belong to and whether its output is written; ea
 block is one file, written to a temporary name, fsynced and renamed
 (:mod:`~edge_translator.core.durable`), so a block is either wholly there or not at all, even
 after a power cut. A rerun skips what is there, which is what makes a killed job, or a
-killed node, resume without writing a row twice.
+killed node, resume without writing a row twice. A write that finds the disk full raises
+:class:`~edge_translator.core.errors.NoSpace` and leaves no partial block or state.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..core import durable
+from ..core import diskspace, durable
 from ..core.errors import InputError
 
 _VERSION = 1
@@ -48,8 +49,9 @@ class CorpusState:
                                  "the job afresh") from None
 
     def _save(self) -> None:
-        durable.write_atomic(self._path, json.dumps({"version": _VERSION, "files": self._files}, indent=1,
-                                            sort_keys=True).encode())
+        with diskspace.writing(self._path):
+            durable.write_atomic(self._path, json.dumps({"version": _VERSION, "files": self._files}, indent=1,
+                                                        sort_keys=True).encode())
 
     def record(self, key: str) -> dict | None:
         """What is known of the file ``key``: its ``sha256``, ``settings``, ``rows`` and
@@ -75,10 +77,15 @@ class CorpusState:
         return self.folder / _digest(key)
 
     def commit(self, key: str, index: int, rows: list) -> None:
-        """Keep one finished block (a second commit of the same block replaces it whole)."""
+        """Keep one finished block (a second commit of the same block replaces it whole).
+
+        Raises:
+            NoSpace: If the disk is full; the block is then not kept.
+        """
         folder = self._blocks(key)
-        durable.make_dirs(folder)
-        durable.write_atomic(folder / f"{index:06d}.json", json.dumps(rows, ensure_ascii=False).encode())
+        with diskspace.writing(folder / f"{index:06d}.json"):
+            durable.make_dirs(folder)
+            durable.write_atomic(folder / f"{index:06d}.json", json.dumps(rows, ensure_ascii=False).encode())
 
     def rows(self, key: str, index: int) -> list:
         """The ``[translation, score]`` rows of a committed block.
