@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 
+from ..core.diskspace import is_full
 from ..core.translator import Translator
 from . import deepl, deepl_glossaries, files_api, libre, native, web
 from .context import Context
@@ -115,9 +116,14 @@ class App:
             response = self._dispatch(route, Request(environ, method, path, self.options.max_body, args), path)
         except HTTPError as exc:
             response = self._error(exc, style)
-        except Exception:  # noqa: BLE001 - answer with one line, log the details
-            logger.exception("unexpected error answering %s %s", method, path)
-            response = self._error(HTTPError(500, "internal error; see the server log"), style)
+        except Exception as exc:  # noqa: BLE001 - answer with one line, log the details
+            if is_full(exc):  # NoSpace, or a write no handler expected to fail
+                logger.error("%s %s: the disk is full: %s", method, path, exc)
+                response = self._error(HTTPError(507, "the server's disk is full; retry once space is freed "
+                                                      "on the server"), style)
+            else:
+                logger.exception("unexpected error answering %s %s", method, path)
+                response = self._error(HTTPError(500, "internal error; see the server log"), style)
         if isinstance(response.body, bytes | bytearray):
             self.service.leave()
             self._observe(route, path, response.status, started)

@@ -8,6 +8,9 @@ document job's journal, so a restarted daemon resumes it where it stopped. One w
 thread runs the jobs one at a time as bulk work: the engine serves text requests first.
 The job writes its output to a temporary file and renames it when it is complete, so
 nothing half-written is ever served, not even after a power cut. Finished documents expire after ``ttl`` seconds.
+A full disk is a 507: an upload that cannot be kept is refused whole, and a document whose
+translation cannot be written gets status ``error`` and answers 507 for its result; the
+server log names the file and the disk, the worker goes on with the next document.
 
 Ids (and DeepL's document keys) are random and unguessable; each document is bound to
 its owner (the identity :meth:`~.limits.Access.admit` returns, kept only as a digest),
@@ -29,7 +32,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..core import durable
+from ..core import diskspace, durable
+from ..core.errors import NoSpace
 from ..documents import FORMATS, format_for, load_format
 from .http import HTTPError
 
@@ -42,6 +46,11 @@ OUTPUT_DIR = "out"
 STATUSES = ("queued", "translating", "done", "error")
 _UNFINISHED = ("queued", "translating")
 _ZIP_MEMBERS = 10_000
+#: What a client is told when the disk is full (the server log says which file and disk).
+FULL_UPLOAD = ("the server's disk is full: the document cannot be stored; retry later, once space is "
+               "freed on the server")
+FULL_RESULT = ("the server's disk is full: the translation could not be written; upload the document again "
+               "once space is freed on the server")
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class Document:
     output: str = ""
     """The translated file, relative to the document's folder, once done."""
     started: float = 0.0
+    no_space: bool = False
+    """Whether the translation failed because the disk was full (its result is then a 507)."""
 
     @property
     def input(self) -> str:
@@ -229,6 +240,10 @@ class DocumentStore:
                 self._save(doc)
             except OSError as exc:
                 shutil.rmtree(folder, ignore_errors=True)
+                if diskspace.is_full(exc):
+                    logger.error("an upload was refused (507): %s", diskspace.no_space(
+                        exc.filename or folder / doc.input, "free some space for the server's documents"))
+                    raise HTTPError(507, FULL_UPLOAD) from None
                 logger.error("cannot keep an uploaded document in %s: %s", folder, exc)
                 raise HTTPError(507, f"the server cannot store the document ({exc.strerror})") from None
             self._docs[doc.id] = doc
@@ -255,8 +270,11 @@ class DocumentStore:
         """The translated file's content.
 
         Raises:
-            HTTPError: 409 while it is not done (or it failed), 404 if it is gone.
+            HTTPError: 409 while it is not done (or it failed), 507 if it failed for a full
+                disk, 404 if it is gone.
         """
+        if doc.status == "error" and doc.no_space:
+            raise HTTPError(507, FULL_RESULT)
         if doc.status == "error":
             raise HTTPError(409, f"the document could not be translated: {doc.error}")
         if doc.status != "done":
@@ -321,9 +339,13 @@ class DocumentStore:
                 if doc is None or doc.status != "queued":
                     continue
                 doc.status, doc.started = "translating", time.time()
-                self._save(doc)
+                self._save_or_log(doc)
             try:
                 self._translate(doc)
+            except NoSpace as exc:  # an output or the journal: the next document may fit
+                logger.error("document %s: %s", doc.id, exc)
+                doc.no_space = True
+                self._finish(doc, "error", FULL_RESULT)
             except Exception as exc:  # noqa: BLE001 - one document's failure must not stop the worker
                 logger.exception("translating document %s failed", doc.id)
                 self._finish(doc, "error", f"translation failed: {type(exc).__name__}: {exc}")
@@ -365,7 +387,7 @@ class DocumentStore:
         elif plan.status == "cancelled" and closing:
             with self._lock:
                 doc.status = "queued"  # the next start resumes it from its journal
-                self._save(doc)
+                self._save_or_log(doc)
         else:
             self._finish(doc, "error", plan.message or plan.status)
 
@@ -373,7 +395,7 @@ class DocumentStore:
         with self._lock:
             doc.status, doc.error, doc.finished = status, error, time.time()
             if doc.id in self._docs:
-                self._save(doc)
+                self._save_or_log(doc)
             self._lock.notify_all()
 
     def advance(self, doc: Document, total: int | None = None, sentences: int = 0) -> None:
@@ -386,6 +408,16 @@ class DocumentStore:
     # -- state on disk -----------------------------------------------------------------------
     def _save(self, doc: Document) -> None:
         _write_json(self.folder / doc.id / STATE_NAME, asdict(doc))
+
+    def _save_or_log(self, doc: Document) -> None:
+        """Save the worker's news of ``doc``; a disk that cannot take it is logged, never fatal
+        to the worker (what is in memory is served, and the old state file is whole)."""
+        try:
+            self._save(doc)
+        except OSError as exc:
+            logger.error("document %s: cannot save its state: %s", doc.id, diskspace.no_space(
+                self.folder / doc.id / STATE_NAME, "free some space for the server's documents")
+                if diskspace.is_full(exc) else exc)
 
     def _remove(self, doc_id: str) -> None:
         shutil.rmtree(self.folder / doc_id, ignore_errors=True)

@@ -93,6 +93,8 @@ def translate_file(app: Context, request: Request) -> Response:
         raise HTTPError(503, "the document is still being translated; it was too large to wait for")
     if doc.status == "error":
         app.documents.delete(doc)
+        if doc.no_space:
+            raise HTTPError(507, doc.error)
         raise HTTPError(400, f"the file could not be translated: {doc.error}")
     return json_response({"translatedFileUrl": f"{_base_url(request)}/download_file/{doc.id}/{quote(doc.name)}"})
 

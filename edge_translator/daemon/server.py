@@ -313,7 +313,7 @@ def serve(options: ServeOptions) -> int:
     """
     from ..core.cache import ChainedCache, LRUCache
     from ..core.errors import require
-    from ..core.memory import TranslationMemory
+    from ..core.memory import open_for_translating
     from ..core.sessions import lean_malloc
     from ..core.translator import Translator
 
@@ -329,7 +329,9 @@ def serve(options: ServeOptions) -> int:
     try:
         caches = [LRUCache(options.cache_size)] if options.cache_size else []
         if options.memory:
-            caches.append(TranslationMemory(options.memory))
+            memory = open_for_translating(options.memory)  # a full disk: a warning, served without it
+            if memory is not None:
+                caches.append(memory)
     except BaseException:
         sock.close()
         raise
