@@ -17,7 +17,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from ..core import durable
+from ..core import diskspace, durable
 from ..core.bundle import MANIFEST, load_bundle
 from ..core.errors import BundleError
 
@@ -63,6 +63,7 @@ def pack(bundle_dir: Path, out: Path, force: bool = False,
     Raises:
         BundleError: If the bundle is corrupt.
         ArchiveError: If ``out`` exists without ``force`` or cannot be written.
+        NoSpace: If its disk is full (no partial file is left).
     """
     bundle_dir, out = Path(bundle_dir), Path(out)
     if not out.name.lower().endswith(".tar"):
@@ -87,6 +88,8 @@ def pack(bundle_dir: Path, out: Path, force: bool = False,
         durable.replace(tmp, out)  # fsynced, renamed, its folder fsynced
     except OSError as exc:
         tmp.unlink(missing_ok=True)
+        if diskspace.is_full(exc):
+            raise diskspace.no_space(out, "free some space and run the same command again") from None
         raise ArchiveError(f"{out} could not be written ({exc.strerror or exc}); choose another place") from None
     except BaseException:
         tmp.unlink(missing_ok=True)

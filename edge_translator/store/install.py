@@ -8,7 +8,8 @@ rename on one file system), the result is verified, and only then does it take i
 if anything fails, or the process is stopped, nothing is left behind and an installed
 model of the same name is untouched. Every file and folder of the new model is fsynced
 before that rename, and the models folder after it, so a power cut leaves the old model
-or the whole new one.
+or the whole new one. A full disk is one line (:class:`~edge_translator.core.errors.NoSpace`),
+with the staging folder removed and an installed model of the name kept.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import durable
+from ..core import diskspace, durable
 from ..core.bundle import MANIFEST, load_bundle
 from ..core.errors import InputError, MissingDependencyError
 from ..core.locations import DEFAULT_FILE, DEFAULT_MODEL, installed, models_dir, user_models_dir, valid_name
@@ -34,6 +35,10 @@ Progress = Callable[[str, float, float | None], None]
 
 #: Prefixes of the folders an unfinished add or remove leaves (cleaned by the next one).
 STAGING, REMOVING = ".adding-", ".removing-"
+
+#: What to do when the models folder's disk is full.
+FULL_ADVICE = ("free some space and run the same command again: nothing was installed, and a model already "
+               "installed under that name is kept")
 
 #: Kinds of source :func:`identify` tells apart.
 KINDS = ("hub", "hf-folder", "marian-folder", "marian-zip", "bundle", "archive", "url")
@@ -201,6 +206,7 @@ def add(source: str, options: AddOptions | None = None, progress: Progress | Non
 
     Raises:
         InputError: A source that is not a model, a bad name, or a name already installed.
+        NoSpace: If the models folder's disk is full; nothing is installed then.
         EdgeTranslatorError: Whatever the download, unpacking, conversion or verification
             refused (one line); nothing is installed then.
     """
@@ -218,35 +224,47 @@ def add(source: str, options: AddOptions | None = None, progress: Progress | Non
     try:
         durable.make_dirs(folder)
     except OSError as exc:
+        if diskspace.is_full(exc):
+            raise diskspace.no_space(folder, FULL_ADVICE) from None
         raise InputError(f"the models folder {folder} cannot be created ({exc.strerror or exc}); set "
                          "EDGE_TRANSLATOR_MODELS_DIR to a writable folder") from None
     clean_leftovers(folder)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folder))
     try:
-        bundle = staging / "bundle"
-        kind, location = found.kind, found.location
-        if kind == "url":
-            def fetched(done, total):
-                if progress:
-                    progress("downloading", done, total)
-            file = fetch.download(location, staging / fetch.file_name(location), fetched)
-            kind, location = identify(str(file)).kind, str(file)
-            if kind not in ("archive", "marian-zip"):
-                raise InputError(f"{source} is not a .tar or a .zip; give the address of a packed bundle or a "
-                                 "Marian release")
-        if kind == "archive":
-            archive.unpack(Path(location), bundle,
-                           (lambda done, total: progress("unpacking", done, total)) if progress else None)
-        elif kind == "bundle":
-            _copy_bundle(Path(location), bundle, progress)
-        else:  # a hub id is fetched by the exporter, through huggingface_hub's cache
-            _convert(location, bundle, name, options, progress)
-        load_bundle(bundle)
-        _install(bundle, final, staging)
+        _stage(source, found, name, options, progress, staging, final)
+    except OSError as exc:
+        if diskspace.is_full(exc):
+            raise diskspace.no_space(final, FULL_ADVICE) from None
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("installed %s as %s", source, final)
     return final
+
+
+def _stage(source: str, found: Source, name: str, options: AddOptions, progress: Progress | None,
+           staging: Path, final: Path) -> None:
+    """Fetch, unpack, copy or convert into ``staging``, verify, and install at ``final``."""
+    bundle = staging / "bundle"
+    kind, location = found.kind, found.location
+    if kind == "url":
+        def fetched(done, total):
+            if progress:
+                progress("downloading", done, total)
+        file = fetch.download(location, staging / fetch.file_name(location), fetched)
+        kind, location = identify(str(file)).kind, str(file)
+        if kind not in ("archive", "marian-zip"):
+            raise InputError(f"{source} is not a .tar or a .zip; give the address of a packed bundle or a "
+                             "Marian release")
+    if kind == "archive":
+        archive.unpack(Path(location), bundle,
+                       (lambda done, total: progress("unpacking", done, total)) if progress else None)
+    elif kind == "bundle":
+        _copy_bundle(Path(location), bundle, progress)
+    else:  # a hub id is fetched by the exporter, through huggingface_hub's cache
+        _convert(location, bundle, name, options, progress)
+    load_bundle(bundle)
+    _install(bundle, final, staging)
 
 
 def _install(bundle: Path, final: Path, staging: Path) -> None:
