@@ -355,8 +355,11 @@ def test_ctrl_c_stops_with_130_and_says_how_to_resume(tmp_path, env):
     write_corpus(src, files=24, per_file=100)
     full_env = dict(os.environ, **env)
     full_env.pop("EDGE_TRANSLATOR_MODEL", None)
+    # A shell's background job ignores SIGINT, and so would the job it starts (Python then sets
+    # no KeyboardInterrupt handler): the job gets Ctrl+C's default, as in a terminal.
     process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "docs", str(src), "--no-tm", "--quiet"],
-                               cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Interrupt the job once it translates: its first segments are in its journal.
     journal = src / ".edge-translator-job.sqlite"
     wait_until(lambda: process.poll() is not None or journal_segments(journal) > 0, timeout=300,
