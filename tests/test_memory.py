@@ -79,11 +79,9 @@ def test_threads_and_processes_share_one_file(tmp_path):
     memory.close()
 
 
-def test_a_file_that_is_not_a_memory_is_one_clear_error(tmp_path):
-    bad = tmp_path / "bad.sqlite"
-    bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(InputError, match="not a usable translation memory"):
-        TranslationMemory(bad)
+def test_a_folder_is_not_a_memory_and_is_one_clear_error(tmp_path):
+    with pytest.raises(InputError, match="is not a usable translation memory .*pass another path with --tm"):
+        TranslationMemory(tmp_path)
 
 
 def test_default_path_follows_xdg(monkeypatch, tmp_path):

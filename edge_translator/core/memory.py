@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import diskspace, sqlitedb
+from . import diskspace, memoryfile, sqlitedb
 from .cache import CachedTranslation, CacheKey
 from .errors import InputError, NoSpace
 
@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS entries (
     origin  TEXT NOT NULL,
     created REAL NOT NULL,
     PRIMARY KEY (source, target, model, options)
-) WITHOUT ROWID;
+) WITHOUT ROWID
 """
 
 
@@ -128,6 +128,7 @@ class TranslationMemory:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._full = False
+        self._damaged = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -135,8 +136,10 @@ class TranslationMemory:
                 raise diskspace.no_space(self.path, _ADVICE) from None
             raise InputError(f"cannot create the directory of the translation memory {self.path} "
                              f"({exc.strerror}); pass --tm with a writable path") from None
-        with diskspace.writing(self.path, _ADVICE):
-            self._db().executescript(_SCHEMA)
+        self.notice = memoryfile.prepare(self.path, _SCHEMA, _ADVICE)
+        """The warning when the file was damaged and set aside on opening (else ``None``)."""
+        if self.notice:
+            logger.warning("%s", self.notice)
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -147,6 +150,8 @@ class TranslationMemory:
             except sqlite3.DatabaseError as exc:
                 if diskspace.is_full(exc):  # a WAL file's -shm cannot be made on a full disk
                     raise diskspace.no_space(self.path, _ADVICE) from None
+                if memoryfile.is_damage(exc):  # damaged since it was opened: get and put go on
+                    raise
                 raise InputError(f"{self.path} is not a usable translation memory ({exc}); "
                                  "pass another path with --tm, or move this file away") from None
             self._local.db = db
@@ -159,15 +164,18 @@ class TranslationMemory:
         model decoded with the same options (``None`` too while a full disk keeps the memory
         from being opened)."""
         try:
-            db = self._db()
+            row = self._db().execute(
+                "SELECT text, ids, stop, score FROM entries WHERE source = ? AND target = ? AND "
+                "((model = ? AND options = ?) OR (model = ? AND options = '')) ORDER BY model = ? DESC LIMIT 1",
+                (key.sentence, key.target, key.model, options_key(key), IMPORTED, IMPORTED)).fetchone()
         except NoSpace as exc:
             self._warn_full(exc)
-            self.misses += 1
-            return None
-        row = db.execute(
-            "SELECT text, ids, stop, score FROM entries WHERE source = ? AND target = ? AND "
-            "((model = ? AND options = ?) OR (model = ? AND options = '')) ORDER BY model = ? DESC LIMIT 1",
-            (key.sentence, key.target, key.model, options_key(key), IMPORTED, IMPORTED)).fetchone()
+            row = None
+        except sqlite3.DatabaseError as exc:
+            if not memoryfile.is_damage(exc):
+                raise
+            self._warn_damaged(exc)
+            row = None
         if row is None:
             self.misses += 1
             return None
@@ -191,6 +199,11 @@ class TranslationMemory:
         except NoSpace as exc:
             self._warn_full(exc)
             return
+        except sqlite3.DatabaseError as exc:
+            if not memoryfile.is_damage(exc):
+                raise
+            self._warn_damaged(exc)
+            return
         if self._full:
             self._full = False
             logger.info("%s: the translation memory stores pairs again", self.path)
@@ -199,6 +212,12 @@ class TranslationMemory:
         if not self._full:
             self._full = True
             logger.warning("the translation memory cannot store what is translated: %s", exc)
+
+    def _warn_damaged(self, exc: sqlite3.DatabaseError) -> None:
+        if not self._damaged:
+            self._damaged = True
+            logger.warning("the translation memory %s became damaged while in use (%s): translations go on "
+                           "without it, and it is set aside the next time it is opened", self.path, exc)
 
     def add(self, source: str, text: str, target: str) -> None:
         """Store a pair that came from outside (it matches every model).

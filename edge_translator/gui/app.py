@@ -48,15 +48,17 @@ def open_memory():
     in-memory LRU, so sentences translated anywhere are reused here.
 
     Returns:
-        ``(cache, None)``, or ``(None, note)`` when the memory cannot be opened (the app
-        then keeps its cache in memory only and says why in the status bar).
+        ``(cache, None)``; ``(cache, note)`` when a damaged memory file was set aside and a
+        new one started; ``(None, note)`` when the memory cannot be opened (the app then keeps
+        its cache in memory only). The status bar shows the note.
     """
     from ..core.cache import ChainedCache, LRUCache
     from ..core.errors import EdgeTranslatorError
     from ..core.memory import TranslationMemory
 
     try:
-        return ChainedCache(LRUCache(8192), TranslationMemory()), None
+        memory = TranslationMemory()
+        return ChainedCache(LRUCache(8192), memory), memory.notice
     except EdgeTranslatorError as exc:
         return None, f"Translation memory not used: {exc}"
 
