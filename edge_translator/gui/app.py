@@ -15,12 +15,17 @@ import os
 import sys
 from pathlib import Path
 
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QFontDatabase, QIcon
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QWidget
 
 from ..core.errors import EdgeTranslatorError
+from . import instance
 from . import settings as settings_store
 from .dialogs import ask
+from .instance import Request
+from .outside import OutsideRequests
+from .requestserver import RequestServer
 from .session import ModelSession
 from .settings import Settings
 
@@ -137,14 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         argv: Command-line arguments (``sys.argv`` by default); Qt's own options are accepted.
             ``--self-test [TEXT]`` translates TEXT (or a default sentence) in the window,
             prints the translation and quits, saving nothing (see :mod:`.selftest`).
+            ``--clipboard`` or ``--selection`` translates what the clipboard or the X11
+            selection holds, and ``--copy`` puts the translation on the clipboard; when a
+            window already runs, the request is handed to it and this call returns at once
+            (:mod:`.instance`).
 
     Returns:
         The exit status: 0, or 1 if no model could be loaded and the user quit (or the
-        self-test failed), or 2 if there is no desktop session (a self-test then runs
-        offscreen).
+        self-test failed, or a running window did not answer), or 2 if there is no desktop
+        session (a self-test then runs offscreen).
     """
     import argparse
-    import dataclasses
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
@@ -153,7 +161,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--no-tm", action="store_true")
     parser.add_argument("--self-test", nargs="?", const="", metavar="TEXT")
+    parser.add_argument("--clipboard", action="store_true")
+    parser.add_argument("--selection", action="store_true")
+    parser.add_argument("--copy", action="store_true")
     chosen, rest = parser.parse_known_args(argv[1:])
+    self_test = chosen.self_test is not None
+    request = Request("clipboard" if chosen.clipboard else "selection" if chosen.selection else "show", chosen.copy)
+    where = instance.channel()
+    lock = None
+    if not self_test:  # a self-test is a window of its own, beside a running one
+        lock = instance.claim(where)
+        if lock is None:
+            if instance.hand_over(where, request):
+                return 0
+            print(f"edge-translator-gui: another Edge Translator window holds {where.lock} but does not answer; "
+                  "close it (or end its process) and start again", file=sys.stderr, flush=True)
+            return 1
+    try:
+        return _run(argv, chosen, rest, request, where, lock is not None)
+    finally:
+        if lock is not None:
+            lock.unlock()
+
+
+def _run(argv: list[str], chosen, rest: list[str], request: Request, where: instance.Channel, listen: bool) -> int:
+    """The rest of :func:`main`, once this app is the user's window (or a self-test)."""
     if QApplication.instance() is None and (problem := missing_display()):
         if chosen.self_test is None:
             print(f"edge-translator-gui: {problem}", file=sys.stderr, flush=True)
@@ -172,6 +204,24 @@ def main(argv: list[str] | None = None) -> int:
     if chosen.model or chosen.threads:  # this run only, until the user saves other choices
         settings = dataclasses.replace(settings, model=chosen.model or settings.model,
                                        threads=chosen.threads or settings.threads)
+    requests = [request]  # what arrives while the model loads waits for the window
+    server = None
+    if listen:
+        try:
+            server = RequestServer(where, app)
+            server.requested.connect(requests.append)
+        except OSError as exc:
+            logger.warning("cannot listen on %s (%s): a later `edge-translator gui` will start another window",
+                           where.path, exc)
+    try:
+        return _window(app, chosen, settings, qsettings, requests, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _window(app, chosen, settings: Settings, qsettings, requests: list[Request], server) -> int:
+    """Load the model, show the window, run it; the requests so far are then carried out."""
     self_test = chosen.self_test is not None
     memory, memory_note = (None, None) if chosen.no_tm or self_test else open_memory()
     session = ModelSession(app, memory=memory)
@@ -200,6 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     hint = check_fonts() or memory_note
     if hint:
         window.notify(hint, 30000)
+    outside = OutsideRequests(window, copy=chosen.copy)
+    if server is not None:
+        server.requested.disconnect(requests.append)
+        server.requested.connect(outside.handle)
+    for waiting in requests:
+        if waiting.source != "show":
+            QTimer.singleShot(0, lambda r=waiting: outside.handle(r))
     try:
         return app.exec()
     finally:

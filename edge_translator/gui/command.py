@@ -22,6 +22,16 @@ def add_parsers(sub) -> None:
     gu.add_argument("--self-test", nargs="?", const="", metavar="TEXT",
                     help="translate TEXT (default: a short sentence) in the window, print it and quit: "
                     "exit 0 if it came out in Chinese; saves nothing")
+    source = gu.add_mutually_exclusive_group()
+    source.add_argument("--clipboard", action="store_true",
+                    help="translate what the clipboard holds, in the running window (started if none runs); "
+                    "bind it to a key in your desktop's keyboard settings")
+    source.add_argument("--selection", action="store_true",
+                    help="the same with the selected text (X11's PRIMARY selection; the clipboard where the "
+                    "desktop has none)")
+    gu.add_argument("--copy", action="store_true",
+                    help="put the translation on the clipboard when it is done (for this run; the setting "
+                    "'Copy translations of the clipboard and selection' keeps it on)")
     gu.set_defaults(func=cmd_gui)
 
 
@@ -39,6 +49,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
         argv += ["--threads", str(args.threads)]
     if args.no_tm:
         argv.append("--no-tm")
+    for flag in ("clipboard", "selection", "copy"):
+        if getattr(args, flag):
+            argv.append(f"--{flag}")
     if args.self_test is not None:
         argv += ["--self-test", args.self_test]
     return gui_main(argv)

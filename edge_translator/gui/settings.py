@@ -20,7 +20,7 @@ APPLICATION = "edge-translator"
 #: Most ONNX Runtime threads accepted from the store; anything above is treated as garbage.
 MAX_THREADS = 256
 
-_KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry")
+_KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry", "copy_result")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class Settings:
     """The bundle directory to load; ``None`` means the core's lookup (env, then embedded)."""
     geometry: bytes | None = None
     """The main window's saved geometry (``QWidget.saveGeometry``)."""
+    copy_result: bool = False
+    """Put the translation of the clipboard or the selection (``gui --clipboard``, the tray,
+    the shortcut) on the clipboard when it is done."""
 
 
 def default_qsettings() -> QSettings:
@@ -118,6 +121,7 @@ def load(qsettings: QSettings) -> Settings:
         open_folder=_text(value("open_folder")),
         model=_text(value("model")),
         geometry=_bytes(value("geometry")),
+        copy_result=_flag(value("copy_result"), defaults.copy_result),
     )
 
 

@@ -94,6 +94,10 @@ class MainWindow(QMainWindow):
         self.quit_action = self._action("&Quit", self.close, ("Ctrl+Q",))
         self.model_action = self._action("&Choose model…", self.choose_model, ("Ctrl+M",))
         self.threads_action = self._action("&Threads…", self.ask_threads)
+        self.copy_result_action = self._action("&Copy translations of the clipboard and selection",
+                                               lambda checked: self._change_settings(copy_result=bool(checked)))
+        self.copy_result_action.setCheckable(True)
+        self.copy_result_action.setChecked(self.settings.copy_result)
         # The pane's shortcuts work wherever the focus is in the window, the documents tab included.
         for action in self.pane.actions():
             self.addAction(action)
@@ -127,6 +131,7 @@ class MainWindow(QMainWindow):
         settings_menu = bar.addMenu("&Settings")
         settings_menu.addAction(self.threads_action)
         settings_menu.addAction(pane.as_you_type_action)
+        settings_menu.addAction(self.copy_result_action)
 
     def _make_status_bar(self) -> None:
         self.model_label = QLabel(self)
@@ -343,6 +348,12 @@ class MainWindow(QMainWindow):
         setter = getattr(self._documents, "set_settings", None)
         if callable(setter):
             setter(self.settings)
+
+    def translate_text(self, text: str) -> None:
+        """Show the text tab with ``text`` in the source pane, and translate it."""
+        self.tabs.setCurrentWidget(self.pane)
+        self.pane.source.setPlainText(text)
+        self.pane.translate()
 
     def notify(self, message: str, timeout_ms: int = 0) -> None:
         """Show a message in the status bar (until replaced, or for ``timeout_ms``)."""

@@ -1,0 +1,180 @@
+"""Requests from outside the window, in-process (offscreen): what is read, what is translated,
+when the translation is copied; the settings; and the Windows channel (TCP with a token),
+which runs on any platform."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtGui import QClipboard, QGuiApplication  # noqa: E402
+
+from edge_translator.gui import instance, outside  # noqa: E402
+from edge_translator.gui import settings as store  # noqa: E402
+from edge_translator.gui.instance import Channel, Request  # noqa: E402
+from edge_translator.gui.outside import OutsideRequests  # noqa: E402
+from edge_translator.gui.requestserver import RequestServer  # noqa: E402
+from edge_translator.gui.session import ModelSession  # noqa: E402
+from edge_translator.gui.settings import Settings  # noqa: E402
+from edge_translator.gui.window import MainWindow  # noqa: E402
+
+from .conftest import ROOT  # noqa: E402
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture(scope="module")
+def session(qapp):
+    model = ModelSession()
+    model.load_now(ROOT / "models" / "tatoeba-en-zh-small")
+    yield model
+    model.close()
+
+
+@pytest.fixture
+def window(qtbot, session, tmp_path):
+    made = MainWindow(session, Settings(as_you_type=False),
+                      QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(made)
+    made.show()
+    yield made
+    made.pane.stream.cancel()
+    qtbot.waitUntil(lambda: not made.pane.stream.active, timeout=5000)
+
+
+def clipboard() -> QClipboard:
+    return QGuiApplication.clipboard()
+
+
+def handle(qtbot, window, handler, request: Request) -> dict:
+    with qtbot.waitSignal(window.pane.translation_finished, timeout=20000) as finished:
+        handler.handle(request)
+    return finished.args[0]
+
+
+@pytest.mark.parametrize("copy_by", ["request", "run", "setting"])
+def test_a_request_translates_the_clipboard_and_copies_when_asked(qtbot, window, copy_by):
+    if copy_by == "setting":
+        window.copy_result_action.trigger()
+        assert window.settings.copy_result
+    handler = OutsideRequests(window, copy=copy_by == "run")
+    clipboard().setText("Where is the train station?")
+    handle(qtbot, window, handler, Request("clipboard", copy=copy_by == "request"))
+    assert window.pane.source.toPlainText() == "Where is the train station?"
+    assert clipboard().text() == window.pane.target.toPlainText() and CJK.search(clipboard().text())
+
+
+def test_without_copy_the_clipboard_is_left_alone(qtbot, window):
+    handler = OutsideRequests(window)
+    clipboard().setText("Where is the train station?")
+    handle(qtbot, window, handler, Request("clipboard"))
+    assert CJK.search(window.pane.target.toPlainText())
+    assert clipboard().text() == "Where is the train station?"
+
+
+def test_a_run_the_user_started_meanwhile_is_not_copied(qtbot, window):
+    handler = OutsideRequests(window)
+    clipboard().setText(" ".join(f"The cat number {i} sleeps on the red chair." for i in range(40)))
+    handler.handle(Request("clipboard", copy=True))
+    window.pane.source.setPlainText("I typed this myself.")  # the request's run is replaced
+    with qtbot.waitSignal(window.pane.translation_finished, timeout=20000):
+        window.pane.translate()
+    assert clipboard().text().startswith("The cat number 0")
+
+
+@pytest.mark.parametrize("held, source, note", [
+    ("", "clipboard", "The clipboard holds no text"),
+    ("   \n", "clipboard", "The clipboard holds no text"),
+    ("", "selection", "This desktop has no selection to read, and the clipboard holds no text"),
+])
+def test_nothing_to_translate_is_a_note_and_no_run(qtbot, window, monkeypatch, held, source, note):
+    notes = []
+    monkeypatch.setattr(window, "notify", lambda message, timeout=0: notes.append(message))
+    clipboard().setText(held)
+    OutsideRequests(window).handle(Request(source, copy=True))
+    assert notes == [note] and not window.pane.stream.running
+    assert clipboard().text() == held
+
+
+def test_selection_reads_the_selection_where_there_is_one_else_the_clipboard(qtbot, monkeypatch):
+    monkeypatch.setattr(QClipboard, "supportsSelection", lambda self: False)
+    clipboard().setText("The lamp is red.")
+    assert outside.read("selection") == ("The lamp is red.", "This desktop has no selection to read: "
+                                                             "translated the clipboard")
+    monkeypatch.setattr(QClipboard, "supportsSelection", lambda self: True)
+    monkeypatch.setattr(QClipboard, "text", lambda self, mode=QClipboard.Mode.Clipboard:
+                        "selected words" if mode == QClipboard.Mode.Selection else "copied words")
+    assert outside.read("selection") == ("selected words", None)
+    assert outside.read("clipboard") == ("copied words", None)
+
+
+def test_show_only_brings_the_window_forward(qtbot, window):
+    window.showMinimized()
+    clipboard().setText("Where is the train station?")
+    OutsideRequests(window).handle(Request("show"))
+    assert not window.isMinimized() and window.isVisible() and window.pane.source.toPlainText() == ""
+
+
+def test_the_copy_setting_is_remembered(tmp_path):
+    qsettings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    assert store.load(qsettings).copy_result is False
+    store.save(Settings(copy_result=True), qsettings)
+    assert store.load(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)).copy_result is True
+    qsettings.setValue("copy_result", "garbage")
+    assert store.load(qsettings).copy_result is False
+
+
+@pytest.mark.parametrize("line, token, expected", [
+    (b'{"source": "clipboard", "copy": true, "token": ""}', "", Request("clipboard", True)),
+    (b'{"source": "selection", "copy": false, "token": "abc"}', "abc", Request("selection", False)),
+    (b'{"source": "selection", "copy": false, "token": "abd"}', "abc", None),
+    (b'{"source": "selection", "copy": false}', "abc", None),
+    (b'{"source": "shell", "copy": false, "token": ""}', "", None),
+    (b'{"source": "show", "copy": "yes", "token": ""}', "", None),
+    (b'["show"]', "", None),
+    (b"\xff\xfe", "", None),
+    (b"", "", None),
+])
+def test_a_request_line_is_read_strictly(line, token, expected):
+    assert Request.from_line(line, token) == expected
+    if expected is not None:
+        assert Request.from_line(expected.to_line(token).strip(), token) == expected
+
+
+def test_the_windows_channel_takes_requests_with_its_token_only(qtbot, tmp_path):
+    where = Channel(tmp_path / "app" / "gui.port", tcp=True)
+    server = RequestServer(where)
+    try:
+        port, token = where.path.read_text().split()
+        assert len(token) == 32 and (os.stat(where.path).st_mode & 0o777) == 0o600
+        answers = []
+
+        def client(send) -> None:  # the client blocks: a thread of its own, while Qt's loop runs
+            threading.Thread(target=lambda: answers.append(send()), daemon=True).start()
+
+        with qtbot.waitSignal(server.requested, timeout=10000) as got:
+            client(lambda: instance.hand_over(where, Request("clipboard", copy=True), wait=10))
+        qtbot.waitUntil(lambda: answers == [True], timeout=10000)
+        assert got.args == [Request("clipboard", True)]
+
+        def wrong_token() -> bytes:
+            with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as sock:
+                sock.sendall(Request("clipboard").to_line("0" * 32))
+                return sock.recv(64)
+        with qtbot.assertNotEmitted(server.requested):
+            client(wrong_token)
+            qtbot.waitUntil(lambda: len(answers) == 2, timeout=10000)
+        assert answers[1] == b""
+    finally:
+        server.close()
+    assert not where.path.exists()
+    assert not instance.hand_over(where, Request(), wait=0.2)
