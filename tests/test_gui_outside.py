@@ -178,3 +178,55 @@ def test_the_windows_channel_takes_requests_with_its_token_only(qtbot, tmp_path)
         server.close()
     assert not where.path.exists()
     assert not instance.hand_over(where, Request(), wait=0.2)
+
+
+# -- the tray -------------------------------------------------------------------------------------
+
+@pytest.fixture
+def tray_available(monkeypatch):
+    from PySide6.QtWidgets import QSystemTrayIcon
+
+    monkeypatch.setattr(QSystemTrayIcon, "isSystemTrayAvailable", staticmethod(lambda: True))
+
+
+def test_the_trays_menu_translates_the_clipboard_and_shows_the_window(qtbot, window, tray_available):
+    from edge_translator.gui.tray import Tray
+
+    tray = Tray(window, OutsideRequests(window, copy=True))
+    assert tray.icon is not None and window.tray is tray and window.close_to_tray_action.isEnabled()
+    assert [a.text() for a in tray.menu.actions() if a.text()] == [
+        "Translate the &clipboard", "Translate the &selection", "&Show the window", "&Quit"]
+    window.hide()
+    clipboard().setText("Where is the train station?")
+    with qtbot.waitSignal(window.pane.translation_finished, timeout=20000):
+        tray.actions["clipboard"].trigger()
+    assert window.isVisible() and CJK.search(clipboard().text())
+    tray.icon.activated.emit(tray.icon.ActivationReason.Trigger)  # a click hides a shown window
+    assert not window.isVisible()
+    tray.icon.activated.emit(tray.icon.ActivationReason.Trigger)
+    assert window.isVisible()
+
+
+def test_close_to_the_tray_hides_and_quit_ends(qtbot, window, tray_available):
+    from edge_translator.gui.tray import Tray
+
+    Tray(window, OutsideRequests(window))
+    window.close_to_tray_action.trigger()
+    assert window.settings.close_to_tray
+    assert not window.close() and not window.isVisible()  # hidden, not closed
+    assert store.load(window.qsettings).close_to_tray  # remembered at once
+    window.show()
+    window.quit()
+    assert not window.isVisible() and window.tray.icon is not None and not window.tray.icon.isVisible()
+
+
+def test_without_a_tray_there_is_no_icon_and_closing_quits(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QSystemTrayIcon
+
+    from edge_translator.gui.tray import Tray
+
+    monkeypatch.setattr(QSystemTrayIcon, "isSystemTrayAvailable", staticmethod(lambda: False))
+    tray = Tray(window, OutsideRequests(window))
+    assert tray.icon is None and window.tray is None and not window.close_to_tray_action.isEnabled()
+    window._change_settings(close_to_tray=True)  # set in an earlier session that had a tray
+    assert window.close()

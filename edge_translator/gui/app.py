@@ -26,6 +26,7 @@ from .dialogs import ask
 from .instance import Request
 from .outside import OutsideRequests
 from .requestserver import RequestServer
+from .tray import Tray
 from .session import ModelSession
 from .settings import Settings
 
@@ -251,6 +252,7 @@ def _window(app, chosen, settings: Settings, qsettings, requests: list[Request],
     if hint:
         window.notify(hint, 30000)
     outside = OutsideRequests(window, copy=chosen.copy)
+    Tray(window, outside)
     if server is not None:
         server.requested.disconnect(requests.append)
         server.requested.connect(outside.handle)

@@ -20,7 +20,8 @@ APPLICATION = "edge-translator"
 #: Most ONNX Runtime threads accepted from the store; anything above is treated as garbage.
 MAX_THREADS = 256
 
-_KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry", "copy_result")
+_KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry", "copy_result",
+         "close_to_tray")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class Settings:
     copy_result: bool = False
     """Put the translation of the clipboard or the selection (``gui --clipboard``, the tray,
     the shortcut) on the clipboard when it is done."""
+    close_to_tray: bool = False
+    """Closing the window hides it in the tray (where the desktop has one) instead of quitting."""
 
 
 def default_qsettings() -> QSettings:
@@ -122,6 +125,7 @@ def load(qsettings: QSettings) -> Settings:
         model=_text(value("model")),
         geometry=_bytes(value("geometry")),
         copy_result=_flag(value("copy_result"), defaults.copy_result),
+        close_to_tray=_flag(value("close_to_tray"), defaults.close_to_tray),
     )
 
 

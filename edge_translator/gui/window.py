@@ -50,6 +50,8 @@ class MainWindow(QMainWindow):
         self._pending_model: Path | None = None
         self._documents = None
         self._documents_busy = False
+        self._quitting = False
+        self._tray = None
 
         self.setWindowTitle("Edge Translator")
         self.setAccessibleName("Edge Translator")
@@ -91,13 +93,18 @@ class MainWindow(QMainWindow):
     def _make_actions(self) -> None:
         self.open_action = self._action("&Open documents…", self.open_documents, (QKeySequence.StandardKey.Open,))
         self.output_action = self._action("Choose output &folder…", self.choose_output_folder)
-        self.quit_action = self._action("&Quit", self.close, ("Ctrl+Q",))
+        self.quit_action = self._action("&Quit", self.quit, ("Ctrl+Q",))
         self.model_action = self._action("&Choose model…", self.choose_model, ("Ctrl+M",))
         self.threads_action = self._action("&Threads…", self.ask_threads)
         self.copy_result_action = self._action("&Copy translations of the clipboard and selection",
                                                lambda checked: self._change_settings(copy_result=bool(checked)))
         self.copy_result_action.setCheckable(True)
         self.copy_result_action.setChecked(self.settings.copy_result)
+        self.close_to_tray_action = self._action("Close to the &tray",
+                                                 lambda checked: self._change_settings(close_to_tray=bool(checked)))
+        self.close_to_tray_action.setCheckable(True)
+        self.close_to_tray_action.setChecked(self.settings.close_to_tray)
+        self.close_to_tray_action.setEnabled(False)  # until a tray icon is shown (set_tray)
         # The pane's shortcuts work wherever the focus is in the window, the documents tab included.
         for action in self.pane.actions():
             self.addAction(action)
@@ -132,6 +139,7 @@ class MainWindow(QMainWindow):
         settings_menu.addAction(self.threads_action)
         settings_menu.addAction(pane.as_you_type_action)
         settings_menu.addAction(self.copy_result_action)
+        settings_menu.addAction(self.close_to_tray_action)
 
     def _make_status_bar(self) -> None:
         self.model_label = QLabel(self)
@@ -372,8 +380,30 @@ class MainWindow(QMainWindow):
         self._change_settings(geometry=bytes(self.saveGeometry().data()))
         settings_store.save(self.settings, self.qsettings)
 
+    @property
+    def tray(self):
+        """The :class:`~.tray.Tray` whose icon is shown, or ``None``."""
+        return self._tray
+
+    @tray.setter
+    def tray(self, tray) -> None:
+        self._tray = tray
+        self.close_to_tray_action.setEnabled(tray is not None)
+
+    def quit(self) -> None:
+        """Close the window and end the app, even with "close to the tray" on."""
+        self._quitting = True
+        if not self.close():
+            self._quitting = False
+
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        """Stop translating and remember the settings; ask first if documents are being translated."""
+        """Stop translating and remember the settings; ask first if documents are being translated.
+        With "close to the tray" on and a tray icon shown, hide instead (Quit ends the app)."""
+        if self.settings.close_to_tray and self._tray is not None and not self._quitting:
+            self.save_settings()
+            event.ignore()
+            self.hide()
+            return
         if self._documents_busy:
             choice = ask(self, QMessageBox.Icon.Question, "Quit", "Documents are still being translated.",
                          [("Keep translating", QMessageBox.ButtonRole.RejectRole),
@@ -387,5 +417,7 @@ class MainWindow(QMainWindow):
         if callable(shutdown):
             shutdown()
         self.save_settings()
+        if self._tray is not None:
+            self._tray.hide()
         super().closeEvent(event)
 
