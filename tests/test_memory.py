@@ -155,3 +155,20 @@ def test_bad_tmx_is_one_clear_error_and_imports_nothing(tmp_path, content, messa
         with pytest.raises(InputError, match=message):
             import_tmx(memory, path)
         assert memory.stats().entries == 0
+
+
+def test_recent_is_newest_first_searches_both_sides_literally_and_delete_forgets_one(tmp_path):
+    with TranslationMemory(tmp_path / "m.sqlite") as memory:
+        for i, (source, text) in enumerate([("A 50% discount.", "五折。"), ("snake_case names", "蛇形命名"),
+                                            ("Plain words.", "普通的话。")]):
+            memory.put(key(source), value(text))
+            memory.put(key(source, model="m2"), value(text))
+        assert [e.source for e in memory.recent(3)] == ["Plain words.", "Plain words.", "snake_case names"]
+        assert {e.source for e in memory.recent(10, "50%")} == {"A 50% discount."}
+        assert {e.source for e in memory.recent(10, "e_c")} == {"snake_case names"}
+        assert {e.source for e in memory.recent(10, "%")} == {"A 50% discount."}
+        assert {e.source for e in memory.recent(10, "命名")} == {"snake_case names"}
+        assert len(memory.recent(10, "  ")) == 6
+        [one] = [e for e in memory.recent(10, "Plain") if e.model == "m1"]
+        assert memory.delete(one) == 1
+        assert [e.model for e in memory.recent(10, "Plain")] == ["m2"]

@@ -262,6 +262,25 @@ class TranslationMemory:
         for row in self._db().execute(query + " ORDER BY created", args):
             yield MemoryEntry(*row)
 
+    def recent(self, limit: int = 200, search: str = "") -> list[MemoryEntry]:
+        """The ``limit`` newest pairs, newest first; with ``search``, only those whose English
+        or translation contains it (case-insensitive for ASCII letters)."""
+        query = "SELECT source, text, target, model, origin, created FROM entries"
+        args: list = []
+        if search.strip():
+            pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            query += " WHERE source LIKE ? ESCAPE '\\' OR text LIKE ? ESCAPE '\\'"
+            args += [pattern, pattern]
+        return [MemoryEntry(*row) for row in self._db().execute(query + " ORDER BY created DESC LIMIT ?",
+                                                                (*args, limit))]
+
+    def delete(self, entry: MemoryEntry) -> int:
+        """Forget ``entry``'s pair (every option set that stored this translation); returns how
+        many rows went."""
+        with diskspace.writing(self.path, _STORE_ADVICE):
+            return self._db().execute("DELETE FROM entries WHERE source = ? AND target = ? AND model = ? AND text = ?",
+                                      (entry.source, entry.target, entry.model, entry.text)).rowcount
+
     def copy_to(self, path: str | Path, model: str, target: str) -> int:
         """Write the entries a job of ``model`` into ``target`` can use (its own and the
         imported ones) to a new memory file at ``path``: the snapshot each worker of a

@@ -19,6 +19,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QFontDatabase, QIcon
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QWidget
 
+from ..core.cache import ChainedCache, LRUCache
 from ..core.errors import EdgeTranslatorError
 from . import instance
 from . import settings as settings_store
@@ -49,22 +50,23 @@ def icon_path() -> Path | None:
     return None
 
 
-def open_memory():
-    """The user's translation memory (the one ``edge-translator docs`` fills) behind an
-    in-memory LRU, so sentences translated anywhere are reused here.
+def open_memory(keep: bool = True):
+    """The user's translation memory (the one ``edge-translator docs`` fills), so sentences
+    translated anywhere are reused here, behind the "keep a history" switch.
 
     Returns:
-        ``(cache, None)``; ``(cache, note)`` when a damaged memory file was set aside and a
-        new one started; ``(None, note)`` when the memory cannot be opened (the app then keeps
-        its cache in memory only). The status bar shows the note.
+        ``(gate, None)`` with the :class:`~.history.HistoryGate` over the memory;
+        ``(gate, note)`` when a damaged memory file was set aside and a new one started;
+        ``(None, note)`` when the memory cannot be opened (the app then keeps its cache in
+        memory only). The status bar shows the note.
     """
-    from ..core.cache import ChainedCache, LRUCache
     from ..core.errors import EdgeTranslatorError
     from ..core.memory import TranslationMemory
+    from .history import HistoryGate
 
     try:
         memory = TranslationMemory()
-        return ChainedCache(LRUCache(8192), memory), memory.notice
+        return HistoryGate(memory, keep), memory.notice
     except EdgeTranslatorError as exc:
         return None, f"Translation memory not used: {exc}"
 
@@ -224,8 +226,8 @@ def _run(argv: list[str], chosen, rest: list[str], request: Request, where: inst
 def _window(app, chosen, settings: Settings, qsettings, requests: list[Request], server) -> int:
     """Load the model, show the window, run it; the requests so far are then carried out."""
     self_test = chosen.self_test is not None
-    memory, memory_note = (None, None) if chosen.no_tm or self_test else open_memory()
-    session = ModelSession(app, memory=memory)
+    history, memory_note = (None, None) if chosen.no_tm or self_test else open_memory(settings.keep_history)
+    session = ModelSession(app, memory=None if history is None else ChainedCache(LRUCache(8192), history))
     if self_test:
         try:  # no dialogs: one line and an exit status
             session.load_now(settings.model, settings.threads)
@@ -239,7 +241,7 @@ def _window(app, chosen, settings: Settings, qsettings, requests: list[Request],
 
     from .window import MainWindow
 
-    window = MainWindow(session, settings, qsettings)
+    window = MainWindow(session, settings, qsettings, history=history)
     window.show()
     if self_test:
         from . import selftest

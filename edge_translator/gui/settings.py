@@ -21,7 +21,7 @@ APPLICATION = "edge-translator"
 MAX_THREADS = 256
 
 _KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry", "copy_result",
-         "close_to_tray")
+         "close_to_tray", "keep_history")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Settings:
     the shortcut) on the clipboard when it is done."""
     close_to_tray: bool = False
     """Closing the window hides it in the tray (where the desktop has one) instead of quitting."""
+    keep_history: bool = True
+    """Store what the window translates in the translation memory (its History tab)."""
 
 
 def default_qsettings() -> QSettings:
@@ -126,6 +128,7 @@ def load(qsettings: QSettings) -> Settings:
         geometry=_bytes(value("geometry")),
         copy_result=_flag(value("copy_result"), defaults.copy_result),
         close_to_tray=_flag(value("close_to_tray"), defaults.close_to_tray),
+        keep_history=_flag(value("keep_history"), defaults.keep_history),
     )
 
 

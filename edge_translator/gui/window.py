@@ -23,6 +23,7 @@ from .dialogs import ask
 from .session import ModelSession
 from .settings import Settings
 from .drops import local_files
+from .history import HistoryPanel
 from .translatepane import TranslatePane
 
 logger = logging.getLogger(__name__)
@@ -35,12 +36,14 @@ class MainWindow(QMainWindow):
     """The text and documents tabs, menus and a status bar."""
 
     def __init__(self, session: ModelSession, settings: Settings, qsettings: QSettings,
-                 parent: QWidget | None = None):
+                 parent: QWidget | None = None, history=None):
         """Args:
             session: The loaded model (shared with the documents panel).
             settings: The preferences to start from.
             qsettings: Where to save them on close.
             parent: The Qt parent.
+            history: The :class:`~.history.HistoryGate` over the translation memory the
+                session's cache stores in, for the History tab (``None``: no memory).
         """
         super().__init__(parent)
         self.session = session
@@ -52,6 +55,10 @@ class MainWindow(QMainWindow):
         self._documents_busy = False
         self._quitting = False
         self._tray = None
+        self.history = HistoryPanel(history, self)
+        """The History tab."""
+        self.history.message.connect(self.notify)
+        self.history.keep_changed.connect(lambda keep: self._change_settings(keep_history=keep))
 
         self.setWindowTitle("Edge Translator")
         self.setAccessibleName("Edge Translator")
@@ -117,6 +124,7 @@ class MainWindow(QMainWindow):
         self.tabs.setAccessibleName("Text and documents")
         self.tabs.addTab(self.pane, "Te&xt")
         self.tabs.addTab(self.documents_tab, "&Documents")
+        self.tabs.addTab(self.history, "&History")
         self.tabs.currentChanged.connect(self._on_tab)
         self.setCentralWidget(self.tabs)
         self.pane.source.setFocus()
@@ -262,6 +270,8 @@ class MainWindow(QMainWindow):
             self.speed_label.setText(f"{info['tokens_per_second']:.0f} tokens/s")
         elif info.get("sentences"):
             self.speed_label.setText("from memory")
+        if self.tabs.currentWidget() is self.history:
+            self.history.refresh()
 
     # -- documents ----------------------------------------------------------------------------------
 
@@ -295,6 +305,8 @@ class MainWindow(QMainWindow):
     def _on_tab(self, index: int) -> None:
         if self.tabs.widget(index) is self.documents_tab:
             self.documents_panel()
+        elif self.tabs.widget(index) is self.history:
+            self.history.refresh()
 
     def _on_documents_busy(self, busy: bool) -> None:
         self._documents_busy = bool(busy)
