@@ -18,14 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from edge_translator.core.errors import EdgeTranslatorError
-from edge_translator.gui import globalkeys, winkeys
-from edge_translator.gui.globalkeys import GlobalShortcut, ShortcutError, backend_for, parse_keys
-from edge_translator.gui.keyspec import NAMED_KEYS, Keys
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from edge_translator.core.errors import EdgeTranslatorError  # noqa: E402
+from edge_translator.gui import globalkeys, winkeys  # noqa: E402
+from edge_translator.gui.globalkeys import GlobalShortcut, ShortcutError, backend_for, parse_keys  # noqa: E402
+from edge_translator.gui.keyspec import NAMED_KEYS, Keys  # noqa: E402
 from edge_translator.gui.winkeys import HOTKEY_ID, MOD_ALT, MOD_CONTROL, MOD_NOREPEAT, MOD_SHIFT, MOD_WIN, \
-    WM_HOTKEY, WM_QUIT, WindowsHotkey, hotkey_codes
-from edge_translator.gui.x11keys import X11Grab, keysym_name
-from tests.xdisplay import x_display
+    WM_HOTKEY, WM_QUIT, WindowsHotkey, hotkey_codes  # noqa: E402
+from edge_translator.gui.x11keys import X11Grab, keysym_name  # noqa: E402
+from tests.xdisplay import x_display  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TAKEN = "ctrl+alt+e is taken by another program; choose another in Settings"
