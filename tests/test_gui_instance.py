@@ -215,3 +215,50 @@ def test_the_channel_is_the_users_own(runtime, monkeypatch):
         assert token == "" and (os.stat(runtime / "sock").st_mode & 0o777) == 0o600
     finally:
         sock.close()
+
+
+def test_the_global_shortcut_translates_the_primary_selection_onto_the_clipboard(x, runtime):
+    gui = Gui(x, runtime, "--global-shortcut", "ctrl+alt+e")
+    try:
+        assert instance.hand_over(Channel(runtime / "edge-translator-gui"), Request(), wait=90)
+        x.set_clipboard("This stays until the shortcut.")
+        x.set_clipboard("The red lamp is broken.", selection="primary")
+        pressed = time.monotonic()
+        x.run("xdotool", "key", "ctrl+alt+e")
+        text = _translated(x, "This stays until the shortcut.")
+        print(f"\nctrl+alt+e to the translation on the clipboard: {time.monotonic() - pressed:.2f} s")
+        assert CJK.search(text) and "lamp" not in text
+        # nothing selected: the clipboard is translated instead
+        x.set_clipboard("Where is the train station?")
+        x.set_clipboard("", selection="primary")
+        x.run("xdotool", "key", "ctrl+alt+e")
+        other = _translated(x, "Where is the train station?")
+        assert CJK.search(other) and other != text
+    finally:
+        err = gui.stop()
+    assert "Traceback" not in err and "not set" not in err, err
+
+
+def test_a_global_shortcut_that_is_taken_is_one_line_and_the_window_runs(x, runtime, tmp_path):
+    holder = subprocess.Popen([sys.executable, "-m", "tests.shortcutapp", "ctrl+alt+e"], cwd=ROOT, env=x.env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in holder.stdout:  # its log lines, then "ready"
+            if not line.startswith("log: "):
+                break
+        assert line.strip() == "ready", line
+        gui = Gui(x, runtime, "--global-shortcut", "ctrl+alt+e")
+        assert instance.hand_over(Channel(runtime / "edge-translator-gui"), Request(), wait=90)
+        err = gui.stop()
+        lines = [line for line in err.splitlines() if "taken" in line]
+        assert len(lines) == 1 and "ctrl+alt+e is taken by another program; choose another in Settings" in lines[0]
+        assert "Traceback" not in err
+    finally:
+        holder.stdin.close()  # it quits at the end of its input
+        holder.wait(30)
+
+
+@pytest.mark.parametrize("keys", ["e", "ctrl+hyper+e", "ctrl+alt"])
+def test_a_bad_global_shortcut_is_one_line_and_exit_2(x, runtime, keys):
+    code, _, err = Gui(x, runtime, "--global-shortcut", keys).wait()
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "write one such as ctrl+alt+e" in err, err

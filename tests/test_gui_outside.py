@@ -230,3 +230,68 @@ def test_without_a_tray_there_is_no_icon_and_closing_quits(qtbot, window, monkey
     assert tray.icon is None and window.tray is None and not window.close_to_tray_action.isEnabled()
     window._change_settings(close_to_tray=True)  # set in an earlier session that had a tray
     assert window.close()
+
+
+# -- the shortcut's popup -------------------------------------------------------------------------
+
+@pytest.mark.perf
+def test_shortcut_to_first_sentence_in_the_popup_is_under_300_ms(qtbot, window):
+    """The window's goal, measured the same way: from the shortcut's signal to the first
+    translated sentence on screen, the median of five sentences."""
+    import time
+
+    handler = OutsideRequests(window)
+    latencies = []
+    for text in ("Good morning.", "I like green tea.", "Where is the bank?", "My cat is black.", "It is cold today."):
+        clipboard().setText(text)  # offscreen has no selection: the shortcut reads the clipboard
+        with qtbot.waitSignal(handler.popup().done, timeout=10000):
+            pressed = time.perf_counter()
+            handler.shortcut()
+            qtbot.waitUntil(lambda: handler.popup().target.toPlainText().strip() != "", timeout=3000)
+            latencies.append(time.perf_counter() - pressed)
+    median = sorted(latencies)[2]
+    print(f"shortcut to first sentence in the popup: {[round(x * 1000) for x in latencies]} ms, "
+          f"median {median * 1000:.0f}")
+    assert median < 0.300
+
+
+def test_the_popup_streams_copies_and_opens_the_window(qtbot, window):
+    handler = OutsideRequests(window)
+    clipboard().setText("Where is the train station? The red lamp is broken.")
+    window.hide()
+    with qtbot.waitSignal(handler.popup().done, timeout=20000) as done:
+        handler.shortcut()
+    popup = handler.popup()
+    assert popup.isVisible() and not window.isVisible()
+    source, translation = done.args
+    assert source == "Where is the train station? The red lamp is broken." and CJK.search(translation)
+    assert clipboard().text() == translation == popup.target.toPlainText()
+    screen = popup.screen().availableGeometry()
+    assert screen.contains(popup.frameGeometry().topLeft()) and popup.x() + popup.width() <= screen.right() + 1
+    with qtbot.waitSignal(window.pane.translation_finished, timeout=20000):
+        popup.open_button.click()
+    assert not popup.isVisible() and window.isVisible()
+    assert window.pane.source.toPlainText() == source and CJK.search(window.pane.target.toPlainText())
+
+
+def test_escape_closes_the_popup_and_cancels_its_run(qtbot, window):
+    from PySide6.QtCore import Qt
+
+    handler = OutsideRequests(window)
+    clipboard().setText(" ".join(f"The cat number {i} sleeps on the red chair." for i in range(60)))
+    handler.shortcut()
+    popup = handler.popup()
+    qtbot.waitUntil(lambda: popup.target.toPlainText() != "", timeout=10000)
+    with qtbot.assertNotEmitted(popup.done, wait=500):
+        qtbot.keyClick(popup, Qt.Key.Key_Escape)
+        assert not popup.isVisible() and not popup.stream.running
+    assert clipboard().text().startswith("The cat number 0")
+
+
+def test_the_shortcut_with_nothing_to_translate_is_a_note(qtbot, window, monkeypatch):
+    notes = []
+    monkeypatch.setattr(window, "notify", lambda message, timeout=0: notes.append(message))
+    clipboard().setText("")
+    handler = OutsideRequests(window)
+    handler.shortcut()
+    assert notes[-1] == "Nothing is selected and the clipboard holds no text" and handler._popup is None

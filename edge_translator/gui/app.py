@@ -24,9 +24,11 @@ from ..core.errors import EdgeTranslatorError
 from . import instance
 from . import settings as settings_store
 from .dialogs import ask
+from .globalkeys import ShortcutError, parse_keys
 from .instance import Request
 from .outside import OutsideRequests
 from .requestserver import RequestServer
+from .shortcutsetting import ShortcutSetting
 from .tray import Tray
 from .session import ModelSession
 from .settings import Settings
@@ -167,7 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clipboard", action="store_true")
     parser.add_argument("--selection", action="store_true")
     parser.add_argument("--copy", action="store_true")
+    parser.add_argument("--global-shortcut", metavar="KEYS")
     chosen, rest = parser.parse_known_args(argv[1:])
+    if chosen.global_shortcut:
+        try:
+            parse_keys(chosen.global_shortcut)
+        except ShortcutError as exc:
+            print(f"edge-translator-gui: {exc}", file=sys.stderr, flush=True)
+            return 2
     self_test = chosen.self_test is not None
     request = Request("clipboard" if chosen.clipboard else "selection" if chosen.selection else "show", chosen.copy)
     where = instance.channel()
@@ -255,6 +264,8 @@ def _window(app, chosen, settings: Settings, qsettings, requests: list[Request],
         window.notify(hint, 30000)
     outside = OutsideRequests(window, copy=chosen.copy)
     Tray(window, outside)
+    window.shortcut_setting = ShortcutSetting(window, outside)
+    window.shortcut_setting.take(chosen.global_shortcut or settings.global_shortcut)
     if server is not None:
         server.requested.disconnect(requests.append)
         server.requested.connect(outside.handle)
@@ -264,6 +275,7 @@ def _window(app, chosen, settings: Settings, qsettings, requests: list[Request],
     try:
         return app.exec()
     finally:
+        window.shortcut_setting.stop()
         session.close()
 
 

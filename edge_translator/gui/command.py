@@ -32,6 +32,9 @@ def add_parsers(sub) -> None:
     gu.add_argument("--copy", action="store_true",
                     help="put the translation on the clipboard when it is done (for this run; the setting "
                     "'Copy translations of the clipboard and selection' keeps it on)")
+    gu.add_argument("--global-shortcut", metavar="KEYS",
+                    help="for this run, keys that translate the selection (or the clipboard) from any program into "
+                    "a popup and onto the clipboard, such as ctrl+alt+e (X11 and Windows; Settings keeps one)")
     gu.set_defaults(func=cmd_gui)
 
 
@@ -52,6 +55,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
     for flag in ("clipboard", "selection", "copy"):
         if getattr(args, flag):
             argv.append(f"--{flag}")
+    if args.global_shortcut:
+        argv += ["--global-shortcut", args.global_shortcut]
     if args.self_test is not None:
         argv += ["--self-test", args.self_test]
     return gui_main(argv)

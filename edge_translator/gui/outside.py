@@ -53,6 +53,7 @@ class OutsideRequests(QObject):
         self.window = window
         self.copy = copy
         self._copy_source: str | None = None
+        self._popup = None
         window.pane.translation_finished.connect(self._on_finished)
 
     def handle(self, request: Request) -> None:
@@ -73,6 +74,36 @@ class OutsideRequests(QObject):
         window.translate_text(text)
         copy = request.copy or self.copy or window.settings.copy_result
         self._copy_source = window.pane.alignment.source if copy else None
+
+    def shortcut(self) -> None:
+        """The global shortcut: the selection (or, where there is none or it is empty, the
+        clipboard) translated in the popup near the pointer, and the translation put on the
+        clipboard when it is done."""
+        text, note = read("selection")
+        if not text:
+            text, note = read("clipboard")
+        if not text:
+            self.window.notify("Nothing is selected and the clipboard holds no text", 5000)
+            return
+        self.popup().translate(text, self.window.pane.options())
+
+    def popup(self):
+        """The popup (made on first use)."""
+        if self._popup is None:
+            from .popup import Popup
+
+            self._popup = Popup(self.window.session, self.window)
+            self._popup.done.connect(self._on_popup_done)
+            self._popup.open_in_window.connect(lambda text: self.handle_text(text))
+        return self._popup
+
+    def handle_text(self, text: str) -> None:
+        """Bring the window forward with ``text`` translated in it."""
+        self.handle(Request("show"))
+        self.window.translate_text(text)
+
+    def _on_popup_done(self, source: str, translation: str) -> None:
+        QGuiApplication.clipboard().setText(translation, QClipboard.Mode.Clipboard)
 
     def _on_finished(self, info: dict) -> None:
         source, self._copy_source = self._copy_source, None

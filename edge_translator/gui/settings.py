@@ -21,7 +21,7 @@ APPLICATION = "edge-translator"
 MAX_THREADS = 256
 
 _KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry", "copy_result",
-         "close_to_tray", "keep_history")
+         "close_to_tray", "keep_history", "global_shortcut")
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class Settings:
     """Closing the window hides it in the tray (where the desktop has one) instead of quitting."""
     keep_history: bool = True
     """Store what the window translates in the translation memory (its History tab)."""
+    global_shortcut: str | None = None
+    """Keys that translate the selection from any program (``ctrl+alt+e``); ``None``: none."""
 
 
 def default_qsettings() -> QSettings:
@@ -129,6 +131,7 @@ def load(qsettings: QSettings) -> Settings:
         copy_result=_flag(value("copy_result"), defaults.copy_result),
         close_to_tray=_flag(value("close_to_tray"), defaults.close_to_tray),
         keep_history=_flag(value("keep_history"), defaults.keep_history),
+        global_shortcut=_text(value("global_shortcut")),
     )
 
 

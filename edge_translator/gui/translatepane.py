@@ -284,7 +284,8 @@ class TranslatePane(QWidget):
 
     # -- translating --------------------------------------------------------------------------------
 
-    def _options(self) -> TranslateOptions:
+    def options(self) -> TranslateOptions:
+        """The options of a run: the chosen variant, where the model has it."""
         variant = self.variant_box.currentData()
         translator = self.session.translator
         if translator is None or variant not in translator.bundle.targets:
@@ -303,7 +304,7 @@ class TranslatePane(QWidget):
         if not text.strip():
             self._end_run()
             return
-        total = self.stream.start(translator, text, self._options())
+        total = self.stream.start(translator, text, self.options())
         self.update_actions()
         if total is not None:
             self.translation_started.emit(total)
@@ -434,7 +435,7 @@ class TranslatePane(QWidget):
                 entries = translator.lookup(text)
             except EdgeTranslatorError:
                 entries = []
-        self.entries.show_entries(text, entries, self._options().target)
+        self.entries.show_entries(text, entries, self.options().target)
 
     def _on_failed(self, message: str) -> None:
         self._flush()

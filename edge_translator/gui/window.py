@@ -112,6 +112,10 @@ class MainWindow(QMainWindow):
         self.close_to_tray_action.setCheckable(True)
         self.close_to_tray_action.setChecked(self.settings.close_to_tray)
         self.close_to_tray_action.setEnabled(False)  # until a tray icon is shown (set_tray)
+        self.shortcut_action = self._action("&Global shortcut…",
+                                            lambda: self.shortcut_setting and self.shortcut_setting.ask())
+        self.shortcut_setting = None
+        """The :class:`~.shortcutsetting.ShortcutSetting` (set by the app)."""
         # The pane's shortcuts work wherever the focus is in the window, the documents tab included.
         for action in self.pane.actions():
             self.addAction(action)
@@ -148,6 +152,7 @@ class MainWindow(QMainWindow):
         settings_menu.addAction(pane.as_you_type_action)
         settings_menu.addAction(self.copy_result_action)
         settings_menu.addAction(self.close_to_tray_action)
+        settings_menu.addAction(self.shortcut_action)
 
     def _make_status_bar(self) -> None:
         self.model_label = QLabel(self)
