@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -262,3 +263,31 @@ def test_a_global_shortcut_that_is_taken_is_one_line_and_the_window_runs(x, runt
 def test_a_bad_global_shortcut_is_one_line_and_exit_2(x, runtime, keys):
     code, _, err = Gui(x, runtime, "--global-shortcut", keys).wait()
     assert code == 2 and len(err.strip().splitlines()) == 1 and "write one such as ctrl+alt+e" in err, err
+
+
+def test_watching_translates_what_another_app_copies(x, runtime, tmp_path):
+    import sqlite3
+
+    data = tmp_path / "data"
+    x.set_clipboard("This was copied before.")
+    gui = Gui(SimpleNamespace(env=dict(x.env, XDG_DATA_HOME=str(data))), runtime, "--watch-clipboard")
+    memory = data / "edge-translator" / "memory.sqlite"
+
+    def stored() -> set[str]:
+        if not memory.exists():
+            return set()
+        db = sqlite3.connect(memory)
+        try:
+            return {source for (source,) in db.execute("SELECT source FROM entries")}
+        except sqlite3.Error:
+            return set()
+        finally:
+            db.close()
+    try:
+        assert instance.hand_over(Channel(runtime / "edge-translator-gui"), Request(), wait=90)
+        x.set_clipboard("The red lamp is broken.")
+        wait_until(lambda: "The red lamp is broken." in stored(), timeout=60, what="the copied text translated")
+        assert "This was copied before." not in stored()
+        assert x.clipboard() == "The red lamp is broken."  # watching never writes the clipboard
+    finally:
+        assert "Traceback" not in gui.stop()

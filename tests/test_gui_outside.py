@@ -295,3 +295,42 @@ def test_the_shortcut_with_nothing_to_translate_is_a_note(qtbot, window, monkeyp
     handler = OutsideRequests(window)
     handler.shortcut()
     assert notes[-1] == "Nothing is selected and the clipboard holds no text" and handler._popup is None
+
+
+# -- clipboard watching ---------------------------------------------------------------------------
+
+def test_watching_translates_what_is_copied_and_ignores_the_rest(qtbot, window, monkeypatch):
+    from edge_translator.gui import clipwatch
+
+    notes = []
+    monkeypatch.setattr(window, "notify", lambda message, timeout=0: notes.append(message))
+    clipboard().setText("Already on the clipboard.")
+    window.watch_clipboard(True)
+    assert window.settings.watch_clipboard and window.watch_action.isChecked()
+    assert window.pane.source.toPlainText() == ""  # what was there before is not translated
+    with qtbot.waitSignal(window.pane.translation_finished, timeout=20000):
+        clipboard().setText("The red lamp is broken.")  # as another program's copy arrives
+    assert window.pane.source.toPlainText() == "The red lamp is broken."
+    translation = window.pane.target.toPlainText()
+    with qtbot.assertNotEmitted(window.pane.translation_started, wait=300):
+        clipboard().setText("The red lamp is broken.")  # the same again
+        window.pane.copy_translation()  # the app's own write
+        clipwatch.write("Our own text.")
+        clipboard().setText("   ")
+        clipboard().setText("x" * (clipwatch.MAX_CHARS + 1))
+    assert notes[-1].startswith(f"Not translated: the copied text has {clipwatch.MAX_CHARS + 1:,} characters")
+    assert window.pane.target.toPlainText() == translation
+    window.watch_clipboard(False)
+    assert not window.settings.watch_clipboard
+    with qtbot.assertNotEmitted(window.pane.translation_started, wait=300):
+        clipboard().setText("Nobody watches this.")
+
+
+def test_watching_on_wayland_says_it_works_only_with_the_focus(qtbot, window, monkeypatch):
+    notes = []
+    monkeypatch.setattr(window, "notify", lambda message, timeout=0: notes.append(message))
+    monkeypatch.setenv("XDG_SESSION_TYPE", "wayland")
+    window.watch_clipboard(True, remember=False)
+    assert notes == ["Watching the clipboard: on Wayland only while this window has the focus"]
+    assert not window.settings.watch_clipboard
+    window.watch_clipboard(False, remember=False)

@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selection", action="store_true")
     parser.add_argument("--copy", action="store_true")
     parser.add_argument("--global-shortcut", metavar="KEYS")
+    parser.add_argument("--watch-clipboard", action="store_true")
     chosen, rest = parser.parse_known_args(argv[1:])
     if chosen.global_shortcut:
         try:
@@ -266,6 +267,8 @@ def _window(app, chosen, settings: Settings, qsettings, requests: list[Request],
     Tray(window, outside)
     window.shortcut_setting = ShortcutSetting(window, outside)
     window.shortcut_setting.take(chosen.global_shortcut or settings.global_shortcut)
+    if chosen.watch_clipboard or settings.watch_clipboard:
+        window.watch_clipboard(True, remember=not chosen.watch_clipboard)
     if server is not None:
         server.requested.disconnect(requests.append)
         server.requested.connect(outside.handle)

@@ -35,6 +35,8 @@ def add_parsers(sub) -> None:
     gu.add_argument("--global-shortcut", metavar="KEYS",
                     help="for this run, keys that translate the selection (or the clipboard) from any program into "
                     "a popup and onto the clipboard, such as ctrl+alt+e (X11 and Windows; Settings keeps one)")
+    gu.add_argument("--watch-clipboard", action="store_true",
+                    help="for this run, translate what other programs copy (Settings keeps it on)")
     gu.set_defaults(func=cmd_gui)
 
 
@@ -52,9 +54,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
         argv += ["--threads", str(args.threads)]
     if args.no_tm:
         argv.append("--no-tm")
-    for flag in ("clipboard", "selection", "copy"):
+    for flag in ("clipboard", "selection", "copy", "watch_clipboard"):
         if getattr(args, flag):
-            argv.append(f"--{flag}")
+            argv.append("--" + flag.replace("_", "-"))
     if args.global_shortcut:
         argv += ["--global-shortcut", args.global_shortcut]
     if args.self_test is not None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ..core.errors import EdgeTranslatorError
+from . import clipwatch
 from .dialogs import ask
 
 #: Entries the tab lists, newest first.
@@ -144,7 +144,7 @@ class HistoryPanel(QWidget):
         """Put the selected translations on the clipboard, one per line."""
         chosen = self._selected()
         if chosen:
-            QGuiApplication.clipboard().setText("\n".join(entry.text for entry in chosen))
+            clipwatch.write("\n".join(entry.text for entry in chosen))
             self.message.emit("Translation copied", 3000)
 
     def delete_selected(self) -> None:

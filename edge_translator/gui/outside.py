@@ -16,6 +16,7 @@ import logging
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QClipboard, QGuiApplication
 
+from . import clipwatch
 from .instance import Request
 
 logger = logging.getLogger(__name__)
@@ -103,11 +104,11 @@ class OutsideRequests(QObject):
         self.window.translate_text(text)
 
     def _on_popup_done(self, source: str, translation: str) -> None:
-        QGuiApplication.clipboard().setText(translation, QClipboard.Mode.Clipboard)
+        clipwatch.write(translation)
 
     def _on_finished(self, info: dict) -> None:
         source, self._copy_source = self._copy_source, None
         pane = self.window.pane
         if source is not None and pane.alignment.source == source:
-            QGuiApplication.clipboard().setText(pane.target.toPlainText(), QClipboard.Mode.Clipboard)
+            clipwatch.write(pane.target.toPlainText())
             self.window.notify("Translation copied to the clipboard", 3000)

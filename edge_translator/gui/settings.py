@@ -21,7 +21,8 @@ APPLICATION = "edge-translator"
 MAX_THREADS = 256
 
 _KEYS = ("threads", "variant", "as_you_type", "output_folder", "open_folder", "model", "geometry", "copy_result",
-         "close_to_tray", "keep_history", "global_shortcut")
+         "close_to_tray", "keep_history", "global_shortcut",
+         "watch_clipboard")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Settings:
     """Store what the window translates in the translation memory (its History tab)."""
     global_shortcut: str | None = None
     """Keys that translate the selection from any program (``ctrl+alt+e``); ``None``: none."""
+    watch_clipboard: bool = False
+    """Translate what other programs copy (:mod:`.clipwatch`)."""
 
 
 def default_qsettings() -> QSettings:
@@ -132,6 +135,7 @@ def load(qsettings: QSettings) -> Settings:
         close_to_tray=_flag(value("close_to_tray"), defaults.close_to_tray),
         keep_history=_flag(value("keep_history"), defaults.keep_history),
         global_shortcut=_text(value("global_shortcut")),
+        watch_clipboard=_flag(value("watch_clipboard"), defaults.watch_clipboard),
     )
 
 

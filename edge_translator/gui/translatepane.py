@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMessageBox, QPla
 
 from ..core.errors import EdgeTranslatorError
 from ..core.translator import TranslateOptions, is_term
+from . import clipwatch
 from .alignment import Alignment, from_utf16, to_utf16
 from .dialogs import ask
 from .drops import local_files
@@ -322,7 +323,7 @@ class TranslatePane(QWidget):
 
     def copy_translation(self) -> None:
         """Put the translation on the clipboard."""
-        QGuiApplication.clipboard().setText(self.target.toPlainText())
+        clipwatch.write(self.target.toPlainText())
         self.message.emit("Translation copied", 3000)
 
     def use_translation_as_source(self) -> None:

@@ -23,6 +23,7 @@ from .dialogs import ask
 from .session import ModelSession
 from .settings import Settings
 from .drops import local_files
+from .clipwatch import ClipboardWatcher
 from .history import HistoryPanel
 from .translatepane import TranslatePane
 
@@ -55,6 +56,8 @@ class MainWindow(QMainWindow):
         self._documents_busy = False
         self._quitting = False
         self._tray = None
+        self.watcher = ClipboardWatcher(self)
+        """Clipboard watching (:mod:`.clipwatch`), off until switched on."""
         self.history = HistoryPanel(history, self)
         """The History tab."""
         self.history.message.connect(self.notify)
@@ -112,6 +115,8 @@ class MainWindow(QMainWindow):
         self.close_to_tray_action.setCheckable(True)
         self.close_to_tray_action.setChecked(self.settings.close_to_tray)
         self.close_to_tray_action.setEnabled(False)  # until a tray icon is shown (set_tray)
+        self.watch_action = self._action("&Watch the clipboard: translate what is copied", self._on_watch)
+        self.watch_action.setCheckable(True)
         self.shortcut_action = self._action("&Global shortcut…",
                                             lambda: self.shortcut_setting and self.shortcut_setting.ask())
         self.shortcut_setting = None
@@ -153,6 +158,7 @@ class MainWindow(QMainWindow):
         settings_menu.addAction(self.copy_result_action)
         settings_menu.addAction(self.close_to_tray_action)
         settings_menu.addAction(self.shortcut_action)
+        settings_menu.addAction(self.watch_action)
 
     def _make_status_bar(self) -> None:
         self.model_label = QLabel(self)
@@ -406,6 +412,16 @@ class MainWindow(QMainWindow):
     def tray(self, tray) -> None:
         self._tray = tray
         self.close_to_tray_action.setEnabled(tray is not None)
+
+    def watch_clipboard(self, on: bool, remember: bool = True) -> None:
+        """Switch clipboard watching on or off (``remember``: keep the choice for later runs)."""
+        self.watch_action.setChecked(on)
+        self.watcher.set_enabled(on)
+        if remember:
+            self._change_settings(watch_clipboard=on)
+
+    def _on_watch(self, checked: bool) -> None:
+        self.watch_clipboard(bool(checked))
 
     def quit(self) -> None:
         """Close the window and end the app, even with "close to the tray" on."""
