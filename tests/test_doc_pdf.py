@@ -204,6 +204,18 @@ def test_broken_cross_references_are_repaired_and_the_file_translates(tmp_path):
     assert _page_texts(_write(broken, identity)) == _page_texts(data)
 
 
+def test_a_damaged_resource_entry_draws_nothing_and_the_file_translates(tmp_path):
+    path = _pdf(tmp_path / "report.pdf", pages=1)
+    with pikepdf.open(path, allow_overwriting_input=True) as document:
+        resources = document.pages[0].obj.Resources
+        resources.XObject["/Damaged"] = 45272603  # a number where a stream belongs
+        resources.Font["/Damaged"] = 7
+        document.save(path)
+    pages = _page_texts(_write(path, fake))
+    assert "garden" not in pages[0]
+    assert fake(Segment("Annual report of the garden club")).text.replace(" ", "") in pages[0].replace(" ", "")
+
+
 def test_without_a_cjk_font_the_error_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(pdf, "FONT_PATHS", ())
     monkeypatch.setenv("EDGE_TRANSLATOR_CJK_FONT", str(tmp_path / "none.ttf"))
