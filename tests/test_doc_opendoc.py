@@ -197,12 +197,22 @@ def test_the_demo_model_translates_the_document_and_the_journal_knows(tmp_path):
 
 # --- bad files ---------------------------------------------------------------------------
 
+def _needs_version(source: Path, target: Path, version: int) -> Path:
+    """``source`` with its first part needing zip ``version`` (120: 12.0, which zipfile refuses) to unpack."""
+    data = bytearray(source.read_bytes())
+    with zipfile.ZipFile(source) as archive:
+        at = archive.start_dir
+    data[at + 6:at + 8] = version.to_bytes(2, "little")
+    return _put(target, bytes(data))
+
+
 LOCKED_MANIFEST = MANIFEST.replace('manifest:media-type="text/xml"/>', 'manifest:media-type="text/xml">'
                                    '<manifest:encryption-data manifest:checksum-type="SHA1"/></manifest:file-entry>', 1)
 BAD = {
     "not-a-zip.odt": (lambda t: _put(t, b"A short guide\n"), "not a zip archive"),
     "old-binary.odt": (lambda t: _put(t, bytes.fromhex("d0cf11e0a1b11ae1") + bytes(2000)), "password-protected"),
     "bomb.odt": (lambda t: _forged_size(_odt(t.with_suffix(".tmp")), t, 4_000_000_000), "over the limit"),
+    "zip-version.odt": (lambda t: _needs_version(_odt(t.with_suffix(".tmp")), t, 120), "not a zip archive"),
     "locked.odt": (lambda t: _odt(t, extra={"META-INF/manifest.xml": LOCKED_MANIFEST.encode()}), "password-protected"),
     "no-content.odt": (lambda t: _rezip(_odt(t.with_suffix(".tmp")), t, lambda n, d: None if n == "content.xml" else d),
                        "no content.xml"),

@@ -204,6 +204,30 @@ def test_broken_cross_references_are_repaired_and_the_file_translates(tmp_path):
     assert _page_texts(_write(broken, identity)) == _page_texts(data)
 
 
+def test_a_damaged_resource_entry_draws_nothing_and_the_file_translates(tmp_path):
+    path = _pdf(tmp_path / "report.pdf", pages=1)
+    with pikepdf.open(path, allow_overwriting_input=True) as document:
+        resources = document.pages[0].obj.Resources
+        resources.XObject["/Damaged"] = 45272603  # a number where a stream belongs
+        resources.Font["/Damaged"] = 7
+        document.save(path)
+    pages = _page_texts(_write(path, fake))
+    assert "garden" not in pages[0]
+    assert fake(Segment("Annual report of the garden club")).text.replace(" ", "") in pages[0].replace(" ", "")
+
+
+def test_what_pdfminer_warns_of_a_damaged_page_stays_out_of_the_docs_output(tmp_path):
+    path = _pdf(tmp_path / "report.pdf", pages=1)
+    with pikepdf.open(path, allow_overwriting_input=True) as document:
+        document.pages[0].contents_add(document.make_stream(b"/NotANumber w"), prepend=True)
+        document.save(path)
+    result = run_cli("docs", str(path), "-o", str(tmp_path / "out"), "--no-tm", "--quiet")
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    assert (tmp_path / "out" / "report.zh-Hans.pdf").is_file()
+    result = run_cli("-v", "docs", str(path), "-o", str(tmp_path / "again"), "--no-tm", "--quiet")
+    assert result.returncode == 0 and b"WARNING pdfminer" in result.stderr  # -v shows them
+
+
 def test_without_a_cjk_font_the_error_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr(pdf, "FONT_PATHS", ())
     monkeypatch.setenv("EDGE_TRANSLATOR_CJK_FONT", str(tmp_path / "none.ttf"))

@@ -338,6 +338,9 @@ BAD = {
                         "macro-enabled"),
     "bad-slide.pptx": (lambda good, t: _rezip(good, t, lambda n, d: b"<p:sld" if n == "ppt/slides/slide1.xml" else d),
                        "slide 1 is damaged"),
+    "nul-in-slide.pptx": (lambda good, t: _rezip(good, t, lambda n, d: d.replace(b"<a:t>", b"<a:t>\0", 1)
+                                                 if n == "ppt/slides/slide1.xml" else d),
+                          "slide 1 is damaged (XMLSyntaxError: Invalid character: Char 0x0 out of allowed range , line"),
     "no-presentation.pptx": (lambda good, t: _rezip(good, t, lambda n, d: None if n == "ppt/presentation.xml" else d),
                              "no ppt/presentation.xml"),
 }

@@ -16,6 +16,7 @@ before translation and restores them after.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,14 @@ Span = tuple[int, int]
 
 
 class DocumentError(InputError):
-    """A file cannot be read or written as its format; the message names the file and line."""
+    """A file cannot be read or written as its format; the message names the file and line.
+
+    The message is one line: a library's text quoted in it (lxml's "Char 0x0 out of allowed
+    range\\n, line 2") has its line breaks made spaces.
+    """
 
     def __init__(self, path: Path | str, message: str, line: int | None = None):
+        message = re.sub(r"\s*[\r\n]+\s*", " ", message)
         self.path = Path(path)
         self.line = line
         self.reason = message

@@ -132,6 +132,9 @@ def cmd_docs(args: argparse.Namespace) -> int:
         import logging
 
         logging.getLogger("edge_translator.core.translator").setLevel(logging.ERROR)
+        # pdfminer warns of a damaged page's operators without naming the file; the page is
+        # read as well as it can be, and a page it cannot read fails the file in one line
+        logging.getLogger("pdfminer").setLevel(logging.ERROR)
     if args.json or args.quiet:
         progress = MessagesOnly(failures_only=args.quiet or args.json)
     else:

@@ -74,7 +74,7 @@ def check_package(data: bytes, path: Path | str, kind: str, required: str,
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         members = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError):
         raise bad("it is not a zip archive, or a damaged one; open it in its application and save it again") from None
     if len(members) > limits.max_parts:
         raise bad(f"it holds {len(members)} parts, over the limit of {limits.max_parts}")

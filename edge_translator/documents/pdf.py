@@ -301,10 +301,11 @@ def _strip_text(pdf: Any, page: Any) -> None:
     seen: set[tuple[int, int]] = set()
 
     def forms(resources: Any) -> None:
-        xobjects = resources.get("/XObject") if resources is not None else None
-        for _, xobject in (xobjects.items() if xobjects is not None else ()):
-            if xobject.get("/Subtype") != "/Form" or xobject.objgen in seen:
-                continue
+        xobjects = resources.get("/XObject") if isinstance(resources, pikepdf.Dictionary) else None
+        for _, xobject in (xobjects.items() if isinstance(xobjects, pikepdf.Dictionary) else ()):
+            if not isinstance(xobject, pikepdf.Stream) or xobject.get("/Subtype") != "/Form" \
+                    or xobject.objgen in seen:
+                continue  # a damaged entry (a number where a stream belongs) draws nothing
             seen.add(xobject.objgen)
             xobject.write(strip(pikepdf.parse_content_stream(xobject)))
             forms(xobject.get("/Resources"))
