@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the frozen apps once each: the CLI's --version, translate, serve, docs (Markdown and
-# a workbook) and corpus, and the GUI
-# offscreen. Usage: build/smoke.sh [DIST]  (default dist/ of this checkout; a one-folder
+# a workbook) and corpus, and the GUI offscreen and on Xvfb (the hand-over, the clipboard
+# and the global shortcut). Usage: build/smoke.sh [DIST]  (default dist/ of this checkout; a one-folder
 # build's DIST/NAME/NAME is found too). Exits non-zero if any check fails.
 set -uo pipefail
 
@@ -118,6 +118,40 @@ if [[ -x $GUI ]]; then
     else fail "gui --self-test: exit $?: $out $(tail -3 "$TMP/gui.log")"; fi
 else
     echo "SKIP gui: no $GUI"
+fi
+
+# 5b. the GUI on an X server (Xvfb, with xclip and xdotool as the other apps): one window,
+# a second start hands `--clipboard --copy` over within 5 s and the translation lands on the
+# clipboard; the global shortcut translates the PRIMARY selection onto the clipboard
+if [[ -x $GUI ]] && command -v Xvfb >/dev/null && command -v xclip >/dev/null && command -v xdotool >/dev/null; then
+    Xvfb -displayfd 1 -screen 0 1280x800x24 -nolisten tcp >"$TMP/xvfb.num" 2>/dev/null &
+    XVFB=$!
+    for _ in $(seq 100); do [[ -s $TMP/xvfb.num ]] && break; sleep 0.1; done
+    export DISPLAY=:$(head -1 "$TMP/xvfb.num") XDG_RUNTIME_DIR=$TMP/run
+    mkdir -m 700 -p "$XDG_RUNTIME_DIR"
+    QT_QPA_PLATFORM=xcb "$GUI" --global-shortcut ctrl+alt+e 2>"$TMP/gui-x.log" &
+    WINDOW=$!
+    for _ in $(seq 300); do [[ -S $XDG_RUNTIME_DIR/edge-translator-gui ]] && break; sleep 0.1; done
+    clip() { timeout 10 xclip -selection "$1" -out 2>/dev/null; }
+    wait_clip() { for _ in $(seq 150); do out=$(clip clipboard); [[ $out != "$1" ]] && has_cjk <<<"$out" && return 0; sleep 0.2; done; return 1; }
+    printf 'Where is the train station?' | xclip -selection clipboard -in
+    start=$(date +%s.%N)
+    QT_QPA_PLATFORM=xcb timeout 30 "$GUI" --clipboard --copy 2>>"$TMP/gui-x.log"; rc=$?
+    took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)")
+    if [[ $rc == 0 ]] && python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 5)" "$took" \
+        && wait_clip 'Where is the train station?' && kill -0 "$WINDOW" 2>/dev/null; then
+        pass "gui --clipboard --copy: handed over in $took s, the clipboard holds $out"
+    else fail "gui --clipboard --copy: exit $rc after $took s: $(clip clipboard) $(tail -3 "$TMP/gui-x.log")"; fi
+    printf 'Hello.' | xclip -selection clipboard -in
+    printf 'The red lamp is broken.' | xclip -selection primary -in
+    xdotool key ctrl+alt+e
+    if wait_clip 'Hello.'; then pass "gui global shortcut: the selection's translation on the clipboard: $out"
+    else fail "gui global shortcut: $(clip clipboard) $(tail -3 "$TMP/gui-x.log")"; fi
+    kill "$WINDOW" 2>/dev/null; wait "$WINDOW" 2>/dev/null
+    kill "$XVFB" 2>/dev/null; wait "$XVFB" 2>/dev/null
+    unset DISPLAY
+else
+    echo "SKIP gui on X11: no $GUI, Xvfb, xclip or xdotool"
 fi
 
 # 6. nothing written in the user's home but the translation memory (no ONNX Runtime
