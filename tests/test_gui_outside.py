@@ -334,3 +334,11 @@ def test_watching_on_wayland_says_it_works_only_with_the_focus(qtbot, window, mo
     assert notes == ["Watching the clipboard: on Wayland only while this window has the focus"]
     assert not window.settings.watch_clipboard
     window.watch_clipboard(False, remember=False)
+
+
+def test_on_windows_the_channel_is_a_port_file_in_local_app_data(monkeypatch, tmp_path):
+    monkeypatch.setattr(instance.sys, "platform", "win32")
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "Local"))
+    where = instance.channel()
+    assert where == Channel(tmp_path / "Local" / "edge-translator" / "gui.port", tcp=True)
+    assert where.lock == tmp_path / "Local" / "edge-translator" / "gui.port.lock"
