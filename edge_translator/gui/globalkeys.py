@@ -4,7 +4,9 @@ is pressed, whichever program has the focus.
 The way depends on Qt's platform: on X11 the key is grabbed (:mod:`.x11keys`), on Windows
 a hot key is registered (:mod:`.winkeys`). Wayland lets no client take a key from the
 others (XWayland clients included: they see keys only while one of theirs has the focus),
-macOS has no such call without a dependency, and offscreen there are no keys; there
+so there the desktop is asked through its portal (:mod:`.portalkeys`), which refuses where
+the desktop does not offer it. macOS has no such call without a dependency, and offscreen
+there are no keys; there, as on a Wayland desktop without the portal,
 :meth:`GlobalShortcut.start` refuses in one line that says to bind ``edge-translator gui
 --selection`` in the desktop's own keyboard settings instead (docs/desktop.md).
 """
@@ -18,18 +20,17 @@ from typing import Protocol
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QGuiApplication
 
-from .keyspec import Keys, ShortcutError, parse_keys
+from .keyspec import Keys, ShortcutError, bind_advice, parse_keys
+from .portalkeys import PortalShortcut, session_bus_address
 from .winkeys import WindowsHotkey
 from .x11keys import X11Grab
 
 __all__ = ["GlobalShortcut", "Keys", "ShortcutError", "parse_keys", "backend_for"]
 
-_BIND = ("bind `edge-translator gui --selection` (or `--clipboard`) to it in {where} "
-         "(docs/desktop.md, 'A global shortcut')")
-
 
 class Backend(Protocol):
-    """What takes a combination on one platform: :class:`X11Grab`, :class:`WindowsHotkey`."""
+    """What takes a combination on one platform: :class:`X11Grab`, :class:`WindowsHotkey`,
+    :class:`PortalShortcut`."""
 
     def start(self, on_press: Callable[[], None]) -> None: ...
 
@@ -42,32 +43,32 @@ def backend_for(keys: Keys, platform: str, environ: Mapping[str, str]) -> Backen
     Args:
         keys: The combination.
         platform: Qt's platform plugin: ``"xcb"``, ``"windows"``, ``"wayland"``, ``"cocoa"``...
-        environ: The environment, to tell an X11 session from XWayland under a Wayland one.
+        environ: The environment, to tell an X11 session from XWayland under a Wayland one,
+            and to find the session bus of a Wayland desktop's portal.
 
     Returns:
-        A backend, not started.
+        A backend, not started. On Wayland it is the portal's, whose ``start`` refuses
+        where the desktop does not offer one.
 
     Raises:
         ShortcutError: The platform lets no program take a global shortcut, or has no display.
     """
-    wayland = (f"global shortcut {keys}: a Wayland desktop lets no program take a global shortcut; "
-               + _BIND.format(where="the desktop's keyboard settings"))
     if platform == "xcb":
         if environ.get("WAYLAND_DISPLAY") or environ.get("XDG_SESSION_TYPE") == "wayland":
-            raise ShortcutError(wayland)
+            return PortalShortcut(keys, session_bus_address(environ))
         return X11Grab(keys)
     if platform == "windows":
         return WindowsHotkey(keys)
     if platform.startswith("wayland"):
-        raise ShortcutError(wayland)
+        return PortalShortcut(keys, session_bus_address(environ))
     if platform == "cocoa":
         raise ShortcutError(f"global shortcut {keys}: the app cannot take a global shortcut on macOS; "
-                            + _BIND.format(where="a Shortcuts app shortcut (Run Shell Script)"))
+                            + bind_advice("a Shortcuts app shortcut (Run Shell Script)"))
     if platform in ("", "offscreen", "minimal"):
         raise ShortcutError(f"global shortcut {keys}: there is no display (Qt platform {platform or 'none'!r}); "
                             "run the app in an X11 or Windows desktop session")
     raise ShortcutError(f"global shortcut {keys}: Qt platform {platform!r} has no global shortcuts; "
-                        + _BIND.format(where="the desktop's keyboard settings"))
+                        + bind_advice("the desktop's keyboard settings"))
 
 
 def _platform() -> str:
@@ -104,7 +105,8 @@ class GlobalShortcut(QObject):
 
         Raises:
             ShortcutError: Another program holds the combination, the platform lets no
-                program take one (Wayland, macOS), or there is no display. One line.
+                program take one (macOS, Wayland without the portal), the person cancelled
+                the Wayland desktop's dialog, or there is no display. One line.
         """
         if self._backend is not None:
             return

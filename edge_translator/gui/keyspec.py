@@ -47,6 +47,16 @@ class ShortcutError(EdgeTranslatorError):
     or a desktop that lets no program take one. The message is one line and says what to do."""
 
 
+def bind_advice(where: str) -> str:
+    """What a refusal says to do instead: bind the app's command in ``where``.
+
+    Here, not in :mod:`.globalkeys`, because the Wayland backend (:mod:`.portalkeys`) says
+    it too, and globalkeys imports that backend.
+    """
+    return (f"bind `edge-translator gui --selection` (or `--clipboard`) to it in {where} "
+            "(docs/desktop.md, 'A global shortcut')")
+
+
 @dataclass(frozen=True)
 class Keys:
     """A key combination: modifiers held and one key pressed."""

@@ -2,8 +2,8 @@
 
 :class:`ShortcutSetting` holds the running :class:`~.globalkeys.GlobalShortcut` and calls
 :meth:`~.outside.OutsideRequests.shortcut` when it is pressed. A combination that cannot
-be taken (another program holds it, a Wayland desktop, macOS) is one line in the status bar
-and in the log, never a crash; the app runs on without it. Settings → "Global
+be taken (another program holds it, a Wayland desktop without the portal or whose dialog
+was cancelled, macOS) is one line in the status bar and in the log, never a crash; the app runs on without it. Settings → "Global
 shortcut…" asks for the keys (empty: none), checks them and takes them at once.
 """
 
