@@ -2,7 +2,8 @@
 real X server (Xvfb), with xclip as the other app that copied or selected the text.
 
 Each test has a runtime folder of its own (the channel lives there), so the windows of
-different tests never meet. The tests wait on the channel and the clipboard, never for a
+different tests never meet, and a data and config home of its own, so no window stores in
+the run's translation memory. The tests wait on the channel and the clipboard, never for a
 fixed time.
 """
 
@@ -14,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -48,7 +48,9 @@ class Gui:
     """``edge-translator gui ARGS`` started in the test's display and runtime folder."""
 
     def __init__(self, x, runtime, *args: str):
-        self.env = dict(x.env, XDG_RUNTIME_DIR=str(runtime))
+        home = runtime.parent  # the test's own: a fresh home, never the run's (its memory, its settings)
+        self.env = dict(x.env, XDG_RUNTIME_DIR=str(runtime), XDG_DATA_HOME=str(home / "data"),
+                        XDG_CONFIG_HOME=str(home / "config"), XDG_CACHE_HOME=str(home / "cache"))
         self.started = time.monotonic()
         self.process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "gui", *args], cwd=ROOT,
                                         env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -268,9 +270,9 @@ def test_a_bad_global_shortcut_is_one_line_and_exit_2(x, runtime, keys):
 def test_watching_translates_what_another_app_copies(x, runtime, tmp_path):
     import sqlite3
 
-    data = tmp_path / "data"
+    data = runtime.parent / "data"  # the Gui's own home
     x.set_clipboard("This was copied before.")
-    gui = Gui(SimpleNamespace(env=dict(x.env, XDG_DATA_HOME=str(data))), runtime, "--watch-clipboard")
+    gui = Gui(x, runtime, "--watch-clipboard")
     memory = data / "edge-translator" / "memory.sqlite"
 
     def stored() -> set[str]:
