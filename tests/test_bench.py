@@ -279,10 +279,11 @@ def test_bench_request_breaks_one_request_down(tmp_path, tiny_fp32):
     assert bad.returncode == 2 and b"--calls and --threads must be at least 1" in bad.stderr
 
 
-def test_repetition_and_untranslated_output_are_told_apart():
-    from edge_translator.bench.modelbench import repeated, untranslated
+def test_stutters_and_untranslated_output_are_told_apart():
+    from edge_translator.bench.modelbench import stuttering, untranslated
 
-    assert repeated("我我我我") and repeated("你好你好你好你好。") and not repeated("我们喜欢看书，看书很好。")
+    assert stuttering("我我我我") and stuttering("你好你好你好你好。") and stuttering("请再签签签字。")
+    assert not stuttering("我们喜欢看书，看书很好。") and not stuttering("Hello hello hello hello")
     assert untranslated("Hello there.") and untranslated("") and not untranslated("Hello 你好")
 
 

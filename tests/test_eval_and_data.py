@@ -19,9 +19,33 @@ def test_eval_prints_bleu_and_chrf(tmp_path, tiny_int8):
     assert result.returncode == 0, result.stderr.decode()
     data = json.loads(result.stdout)
     assert data["sentences"] == 2 and 0 <= data["bleu"] <= 100 and "tok:zh" in data["signature"]
+    assert 0 <= data["stutters"] <= 2
     two = tmp_path / "two.tsv"
     two.write_text("Hello.\t你好。\n", encoding="utf-8")
     assert run_cli("eval", str(tiny_int8), "--pairs", str(two)).stdout.startswith(b"BLEU ")
+
+
+@pytest.mark.parametrize("text, stutter", [
+    ("在先先先先打电话。", "先先先先"),           # one character, four times
+    ("请再签签签字。", "签签签"),                 # three times: the least that counts
+    ("我们的话的话的话没有用。", "的话的话的话"),  # a unit of two
+    ("按一下开始开始开始按钮", "开始开始开始"),
+    ("他打开了文件夹文件夹文件夹", "文件夹文件夹文件夹"),  # three
+    ("点击保存按钮保存按钮保存按钮", "保存按钮保存按钮保存按钮"),  # four, the longest unit looked for
+    ("谢谢你，我们看看吧。", None),               # Chinese doubles words
+    ("常常去，天天走，人人有。", None),
+    ("价格是100000元……", None),                 # digits and dots hold no Han character
+    ("——好的——", None),
+    ("abcabcabc 和 ...", None),                  # Latin runs are not this measure's
+    ("我的电脑电脑坏了。", None),                  # twice is not a stutter
+    ("", None),
+])
+def test_a_stutter_is_a_han_unit_three_times_in_a_row(text, stutter):
+    from edge_translator.toolchain.evaluate import score, stutters
+
+    assert stutters(text) == stutter
+    counted = score([text or "。", "你好。"], ["你好。", "你好。"])["stutters"]
+    assert counted == (stutter is not None)
 
 
 def test_eval_refuses_bad_pairs(tmp_path, tiny_int8):

@@ -218,6 +218,9 @@ def test_train_sweep_trains_exports_scores_and_times_each_shape(tmp_path, tiny_i
     assert (work / "one" / "hf" / "vocab.json").read_bytes() == (work / "two" / "hf" / "vocab.json").read_bytes()
     table = (work / "sweep.md").read_text(encoding="utf-8")
     assert "| two | w16,e2,d1,h2,ffn32,sv40,tv60,sw0.5 |" in table and "| reference |" in table
+    stutters = "/".join(str(two["bundle_dev"][split]["stutters"]) for split in ("tatoeba", "software"))
+    row = next(line for line in table.splitlines() if line.startswith("| two |"))
+    assert row.split(" | ")[10] == stutters and row.count("|") == table.splitlines()[2].count("|")
     # a second run finds every shape done and only times them again
     mtime = (work / "one" / "result.json").stat().st_mtime
     again = run_cli(*args)

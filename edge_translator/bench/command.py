@@ -136,7 +136,7 @@ def add_parsers(sub) -> None:
     br.set_defaults(func=cmd_bench_request)
 
     bm = sub.add_parser("bench-models", help="two bundles side by side: size, start-up, batch-1 speed, and "
-                        "untranslated or repeated output on the benchmark prose (extra 'bench')")
+                        "untranslated or stuttering output on the benchmark prose (extra 'bench')")
     bm.add_argument("first", help="bundle directory (e.g. the current embedded model)")
     bm.add_argument("second", help="bundle directory to compare with it")
     bm.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians are reported)")
@@ -398,7 +398,7 @@ def cmd_bench_models(args: argparse.Namespace) -> int:
     result = compare(bundles, prose_sentences(), ModelBenchOptions(rounds=args.rounds,
                                                                    batch1_sentences=args.sentences))
     print(f"CPU: {machine_info()['cpu']}; {args.rounds} rounds; batch 1 on one thread over "
-          f"{args.sentences} sentences (tokens by each bundle's own tokenizer); untranslated and repeated "
+          f"{args.sentences} sentences (tokens by each bundle's own tokenizer); untranslated and stuttering "
           f"over all {result['sentences']} sentences on 2 threads")
     print("\n".join(render(result)))
     return 0

@@ -1,7 +1,7 @@
 """Two bundles side by side: what a user of the embedded model would notice if it changed.
 
 Size on disk, start-up of a fresh ``translate`` process, batch-1 decoding speed on one
-thread, and how often longer prose comes back untranslated or stuck in a repetition. The
+thread, and how often longer prose comes back untranslated or stuttering. The
 rounds alternate between the two bundles so that drift in the machine's speed hits both.
 """
 
@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: A unit of one to eight characters repeated four or more times in a row.
-REPEATED = re.compile(r"(.{1,8}?)\1{3,}")
 CJK = re.compile(r"[\u3400-\u9fff]")
 #: Starts the CLI the way the console script does, so start-up includes its imports.
 STARTUP = "import sys; from edge_translator.cli import main; sys.exit(main())"
@@ -37,9 +35,12 @@ def untranslated(output: str) -> bool:
     return not CJK.search(output)
 
 
-def repeated(output: str) -> bool:
-    """The output has a short unit repeated four or more times in a row."""
-    return REPEATED.search(output) is not None
+def stuttering(output: str) -> bool:
+    """The output stutters (:func:`.toolchain.evaluate.stutters`: a Han unit of one to four
+    characters three or more times in a row), the measure that ``eval`` reports too."""
+    from ..toolchain.evaluate import stutters
+
+    return stutters(output) is not None
 
 
 def _startup_s(bundle: Path) -> float:
@@ -89,7 +90,7 @@ def compare(bundles: dict[str, Path], sentences: list[str], options: ModelBenchO
             "batch1_tok_s": round(statistics.median(samples[name]["tok_s"]), 1),
             "batch1_sent_s": round(statistics.median(samples[name]["sent_s"]), 2),
             "untranslated": sum(map(untranslated, outputs)),
-            "repeated": sum(map(repeated, outputs)),
+            "stutters": sum(map(stuttering, outputs)),
         }
     return {"rows": rows, "sentences": len(sentences), "batch1_sentences": options.batch1_sentences}
 
@@ -97,9 +98,9 @@ def compare(bundles: dict[str, Path], sentences: list[str], options: ModelBenchO
 def render(result: dict) -> list[str]:
     """A Markdown table of :func:`compare`'s result."""
     n = result["sentences"]
-    lines = ["| bundle | size MB | start-up s | batch-1 tok/s | batch-1 sentences/s | untranslated | repeated |",
+    lines = ["| bundle | size MB | start-up s | batch-1 tok/s | batch-1 sentences/s | untranslated | stutters |",
              "|---|---|---|---|---|---|---|"]
     for name, r in result["rows"].items():
         lines.append(f"| {name} | {r['size_mb']} | {r['startup_s']} | {r['batch1_tok_s']} | {r['batch1_sent_s']} "
-                     f"| {r['untranslated']} of {n} | {r['repeated']} of {n} |")
+                     f"| {r['untranslated']} of {n} | {r['stutters']} of {n} |")
     return lines

@@ -447,8 +447,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  ({result['sentences']} sentences, "
-              f"{result['seconds']} s)  {result['signature']}")
+        print(f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  stutters {result['stutters']}  "
+              f"({result['sentences']} sentences, {result['seconds']} s)  {result['signature']}")
     return 0
 
 

@@ -20,10 +20,26 @@ logger = logging.getLogger(__name__)
 #: An ASCII mark beside a Han character, as Chinese text does not write it (not between digits).
 _ASCII_BESIDE_HAN = re.compile(r"[\u4e00-\u9fff][,.?!:;()]|[,.?!:;()][\u4e00-\u9fff]")
 
+#: A unit of one to four characters written three or more times in a row.
+_REPEATED_UNIT = re.compile(r"(.{1,4}?)\1{2,}", re.DOTALL)
+_HAN = re.compile(r"[\u3400-\u9fff]")
+
+
+def stutters(text: str) -> str | None:
+    """The first stutter in a translation, or ``None``: a unit of one to four characters with
+    a Han character in it, three or more times in a row (先先先先, 签签签, 的话的话的话).
+    Chinese doubles words (谢谢, 看看), it does not triple them; runs of digits, dots or dashes
+    have no Han character and do not count. The repetition guard of the decoder stops only
+    loops of 12 tokens and more, so these reach the user."""
+    for match in _REPEATED_UNIT.finditer(text):
+        if _HAN.search(match.group(1)):
+            return match.group(0)
+    return None
+
 
 def score(hypotheses: list[str], references: list[str]) -> dict:
-    """sacrebleu corpus BLEU (``tokenize="zh"``) and chrF, and how many outputs hold an ASCII
-    mark beside a Han character (``ascii_punctuation``)."""
+    """sacrebleu corpus BLEU (``tokenize="zh"``) and chrF, how many outputs hold an ASCII
+    mark beside a Han character (``ascii_punctuation``) and how many stutter (:func:`stutters`)."""
     require("sacrebleu", "eval")
     from sacrebleu.metrics import BLEU, CHRF
 
@@ -31,7 +47,8 @@ def score(hypotheses: list[str], references: list[str]) -> dict:
     return {"bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
             "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
             "sentences": len(references), "signature": str(bleu.get_signature()),
-            "ascii_punctuation": sum(1 for h in hypotheses if _ASCII_BESIDE_HAN.search(h))}
+            "ascii_punctuation": sum(1 for h in hypotheses if _ASCII_BESIDE_HAN.search(h)),
+            "stutters": sum(1 for h in hypotheses if stutters(h))}
 
 
 def evaluate_bundle(bundle: str | Path, pairs: str | Path, limit: int | None = None, threads: int | None = None,

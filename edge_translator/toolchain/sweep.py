@@ -237,7 +237,8 @@ def run_shape(run_dir: Path) -> dict:
         "minutes": history[-1]["minutes"] if history else 0.0, "steps": history[-1]["step"] if history else 0,
         "epochs": history[-1]["epoch"] if history else 0, "best": done.get("best"), "history": history,
         "encoded": json.loads((run_dir / "encoded.json").read_text(encoding="utf-8")),
-        "bundle_dev": {name: {k: r[k] for k in ("bleu", "chrf", "sentences", "seconds")} for name, r in dev.items()},
+        "bundle_dev": {name: {k: r[k] for k in ("bleu", "chrf", "stutters", "sentences", "seconds")}
+                       for name, r in dev.items()},
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
     lock.close()
@@ -387,7 +388,7 @@ def _reference(work: Path, bundle: Path, files: dict[str, Path], opts: TrainOpti
     manifest = load_bundle(bundle).manifest
     result = {"name": "reference", "bundle": str(bundle), "spec": "", "parameters": manifest["model"]["parameters"],
               "bundle_mb": round(sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file()) / 1e6, 2),
-              "bundle_dev": {k: {x: r[x] for x in ("bleu", "chrf", "sentences")} for k, r in dev.items()}}
+              "bundle_dev": {k: {x: r[x] for x in ("bleu", "chrf", "stutters", "sentences")} for k, r in dev.items()}}
     path.write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
 
@@ -448,7 +449,8 @@ def sweep(work: str | Path, shapes: dict[str, TrainOptions], options: SweepOptio
 
 
 def render(summary: dict) -> list[str]:
-    """``sweep.md``: one row per shape, the dev BLEUs of its int8r bundle, its speed and its
+    """``sweep.md``: one row per shape, the dev BLEUs of its int8r bundle and how many of its
+    dev translations stutter (Tatoeba/software, :func:`.evaluate.stutters`), its speed and its
     PyTorch dev BLEU at each logged minute."""
     opts = summary["options"]
     lines = [f"Sweep: {opts['minutes']:g} minutes of training per shape (CPU time over {opts['threads']} "
@@ -461,22 +463,23 @@ def render(summary: dict) -> list[str]:
              + (f" Every shape started from {opts['init_from']} (its tokenizers and weights; a shallower stack from "
                 "its evenly spread layers, first and last kept)." if opts.get("init_from") else ""), "",
              "| shape | spec | params M | bundle MB | minutes | steps | epochs | dev BLEU Tatoeba | dev BLEU software "
-             "| mean | ms/token | sentences/s | dev BLEU by minute |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| mean | stutters | ms/token | sentences/s | dev BLEU by minute |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in summary["shapes"].items():
         dev = r.get("bundle_dev", {})
         tat, soft = dev.get("tatoeba", {}).get("bleu"), dev.get("software", {}).get("bleu")
         scored = [x for x in (tat, soft) if x is not None]
         mean = round(sum(scored) / len(scored), 2) if scored else ""
         speed = r.get("speed", {})
+        stutter = "/".join(str(dev.get(split, {}).get("stutters", "–")) for split in ("tatoeba", "software"))
         curve = ", ".join(f"{h['minutes']:g}: {h.get('dev_bleu', '')}/{h.get('software_bleu', '–')}"
                           for h in r.get("history", []))
         lines.append(f"| {name} | {r.get('spec', '')} | {r['parameters'] / 1e6:.2f} | {r['bundle_mb']} | "
                      f"{r.get('minutes', '')} | {r.get('steps', '')} | {r.get('epochs', '')} | "
-                     f"{'' if tat is None else tat} | {'' if soft is None else soft} | {mean} | "
+                     f"{'' if tat is None else tat} | {'' if soft is None else soft} | {mean} | {stutter} | "
                      f"{speed.get('ms_per_token', '')} | {speed.get('sent_s', '')} | {curve} |")
     for name, why in summary.get("failed", {}).items():
-        lines.append(f"| {name} | failed: {why} " + "| " * 11 + "|")
+        lines.append(f"| {name} | failed: {why} " + "| " * 12 + "|")
     return lines
 
 
