@@ -44,6 +44,12 @@ def test_bench_smoke_writes_report(tmp_path):
     assert all(v > 0 for v in data["batch1_tok_s"].values())
     workers = {"ours-int8r@2x1", "ours-int8r-sl@2x1"}  # the engine with two workers of one thread, batched only
     assert set(data["batched_tok_s"]) == ours | ct2 | workers
+    # each figure keeps its rounds' range, the folded CTranslate2 names with their setting's
+    assert set(data["batch1_spread"]) == set(data["batch1_tok_s"])
+    for name, (low, median, high) in data["batch1_spread"].items():
+        assert low <= median <= high and abs(median - data["batch1_tok_s"][name]) <= 0.1, name
+    assert {name: set(by_size) for name, by_size in data["batched_spread"].items()} == \
+        {name: set(curve) for name, curve in data["batched_tok_s"].items()}
     # CTranslate2 ran at every setting in every measure, and ct2-int8 is the best of them
     sweep = data["ct2_sweep"]
     settings = {"1x1", "1x2", "2x1", "1x0"}

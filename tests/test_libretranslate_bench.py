@@ -236,6 +236,19 @@ def test_report_has_the_ratios_settings_patches_and_command():
     assert "| 16 clients | 140 | 130 (`2x1`) | 15 | 1.08× | 9.30× |" in text
     assert "`edge-translator bench-serve --libretranslate` on Some CPU" in text
     assert "ARGOS_BEAM_SIZE=1" in text and "MiniSBD" in text and ">>cmn_Hans<<" in text
+    # a run that compared the rounds' ranges gives a ratio only where they do not cross
+    run["libretranslate"]["ratios"]["sequential"] |= {"best_apart": True, "defaults_apart": True}
+    run["libretranslate"]["ratios"]["concurrent"] |= {"best_apart": False, "defaults_apart": True}
+    text = "\n".join(render_libretranslate(run))
+    assert "| sequential (1 client) | 40 | 60 (`2x1`) | 15 | 0.67× | 2.67× |" in text
+    assert "| 16 clients | 140 | 130 (`2x1`) | 15 | ranges cross (1.08× of the medians) | 9.30× |" in text
+
+
+def test_the_servers_are_told_apart_only_when_every_round_of_one_is_faster():
+    from edge_translator.bench.servebench import _apart
+
+    assert _apart({"k": [10, 11, 12]}, {"k": [7, 8, 9]}, "k") and _apart({"k": [7, 9]}, {"k": [10, 12]}, "k")
+    assert not _apart({"k": [10, 11, 12]}, {"k": [8, 9, 10.5]}, "k")
 
 
 # -- the whole harness, LibreTranslate installed from PyPI ----------------------------------------
@@ -252,3 +265,4 @@ def test_side_by_side_on_the_tiny_model_runs_offline_without_errors(tiny_int8):
     assert set(result["applied"]) == {"segmenter", "opus_mt_tokens", "offline", "length_cap"}
     assert result["agreement"]["answered"] == 4
     assert result["ratios"]["sequential"]["best"] and result["ratios"]["concurrent"]["defaults"]
+    assert all(isinstance(r[f"{w}_apart"], bool) for r in result["ratios"].values() for w in ("best", "defaults"))

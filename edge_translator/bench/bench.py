@@ -39,6 +39,7 @@ from ..core.ticket import Request
 from ..core.tokenizer import Tokenizer
 from .benchreport import CT2_VMAP, BenchResult
 from .machine import dir_mb, machine_info, memory_bandwidth_gbs
+from .spread import Spread
 from .vmap import vmap_model
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,9 @@ class BenchOptions:
 
     threads: int = 2
     """Intra-op threads for every engine."""
-    rounds: int = 5
-    """Alternating rounds per measurement; medians are reported."""
+    rounds: int = 7
+    """Alternating rounds per measurement (the batched runs take half, at least 3); medians
+    are reported, with each engine's lowest and highest round (:mod:`.spread`)."""
     source_tokens: int = 31
     """Source length of the batch-1 sentence (target token and ``</s>`` included)."""
     new_tokens: int = 64
@@ -282,8 +284,13 @@ def pick_ct2_best(rates: dict) -> tuple[dict, dict]:
     return out, sweep
 
 
-def batch1(engines: dict, source: list[int], opts: BenchOptions) -> dict:
-    """Median tokens/s decoding one sentence, engines alternating each round."""
+def _spreads(samples: dict) -> dict[str, Spread]:
+    return {name: Spread.of(tokens / seconds for tokens, seconds in s) for name, s in samples.items()}
+
+
+def batch1(engines: dict, source: list[int], opts: BenchOptions) -> tuple[dict, dict[str, Spread]]:
+    """Median tokens/s decoding one sentence, engines alternating each round, and each
+    engine's spread over the rounds."""
     samples = {name: [] for name in engines}
     for engine in engines.values():
         engine.run([source], 4, 1)  # warm-up
@@ -292,13 +299,14 @@ def batch1(engines: dict, source: list[int], opts: BenchOptions) -> dict:
             samples[name].append(_time(engine, [source], opts.new_tokens, 1))
     rates = {name: round(_median_rate(s), 1) for name, s in samples.items()}
     logger.info("batch 1: %s", rates)
-    return rates
+    return rates, _spreads(samples)
 
 
-def batched(engines: dict, sources: list[list[int]], opts: BenchOptions) -> dict:
-    """Median tokens/s over all sentences, per engine and batch size."""
-    out = {}
-    rounds = max(1, opts.rounds // 2)
+def batched(engines: dict, sources: list[list[int]], opts: BenchOptions) -> tuple[dict, dict]:
+    """Median tokens/s over all sentences, per engine and batch size, and the spreads
+    (:class:`.spread.Spread`) by engine and batch size."""
+    out, spreads = {}, {}
+    rounds = max(3, opts.rounds // 2)
     for size in opts.batch_sizes:
         samples = {name: [] for name in engines}
         for _ in range(rounds):
@@ -306,7 +314,24 @@ def batched(engines: dict, sources: list[list[int]], opts: BenchOptions) -> dict
                 samples[name].append(_time(engine, sources, opts.batched_new_tokens, size))
         for name, s in samples.items():
             out.setdefault(name, {})[str(size)] = round(_median_rate(s), 1)
+        for name, spread in _spreads(samples).items():
+            spreads.setdefault(name, {})[str(size)] = spread
         logger.info("batched, batch size %d: %s", size, {name: curve[str(size)] for name, curve in out.items()})
+    return out, spreads
+
+
+def fold_spreads(spreads: dict[str, Spread], sweep: dict, vmap_sweep: dict) -> dict[str, list[float]]:
+    """The spreads under the names :func:`pick_ct2_best` and :func:`pick_vmap_best` fold the
+    CTranslate2 settings into: ``ct2-int8`` is its best setting's rounds, ``ct2-int8-default``
+    its default's, ``ct2-int8-vmap`` the best setting with its vmap."""
+    out = {name: s.as_list() for name, s in spreads.items() if not name.startswith((CT2_PREFIX, VMAP_PREFIX))}
+    if sweep:
+        out["ct2-int8"] = spreads[CT2_PREFIX + max(sweep, key=sweep.get)].as_list()
+        default = ct2_name(CT2_DEFAULT)
+        if default in spreads:
+            out["ct2-int8-default"] = spreads[default].as_list()
+    if vmap_sweep:
+        out[CT2_VMAP] = spreads[VMAP_PREFIX + max(vmap_sweep, key=vmap_sweep.get)].as_list()
     return out
 
 
@@ -419,8 +444,10 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     long_text = " ".join(sentences)
     ids = tokenizer.encode(long_text, target)
     source = ids[: opts.source_tokens - 1] + [bundle.eos_id]
-    rates, vmap_sweep = pick_vmap_best(batch1(engines, source, opts))
+    rates, spreads = batch1(engines, source, opts)
+    rates, vmap_sweep = pick_vmap_best(rates)
     result.batch1_tok_s, sweep = pick_ct2_best(rates)
+    result.batch1_spread = fold_spreads(spreads, sweep, vmap_sweep)
     result.ct2_sweep = {"default": ct2_name(CT2_DEFAULT).removeprefix(CT2_PREFIX), "batch1": sweep, "batched": {}}
     if vmap_sweep:
         result.ct2_sweep["vmap"] = {"bundle": vmap[0], "batch1": max(vmap_sweep, key=vmap_sweep.get), "batched": {},
@@ -431,10 +458,13 @@ def run_benchmark(bundles: dict[str, Path], hf_dir: Path, ct2_dir: Path, sentenc
     for name in (n for n in WORKER_ENGINES if n in engines):
         for workers, threads in opts.ours_workers:
             batched_engines[f"{name}@{workers}x{threads}"] = OursWorkers(bundles[name], workers, threads)
-    curves = batched(batched_engines, sources, opts)
+    curves, curve_spreads = batched(batched_engines, sources, opts)
     for size in (str(s) for s in opts.batch_sizes):
         rates, vmap_sweep = pick_vmap_best({name: curve[size] for name, curve in curves.items() if size in curve})
         rates, sweep = pick_ct2_best(rates)
+        at_size = {name: by_size[size] for name, by_size in curve_spreads.items() if size in by_size}
+        for name, spread in fold_spreads(at_size, sweep, vmap_sweep).items():
+            result.batched_spread.setdefault(name, {})[size] = spread
         result.ct2_sweep["batched"][size] = sweep
         if vmap_sweep:
             result.ct2_sweep["vmap"]["batched"][size] = max(vmap_sweep, key=vmap_sweep.get)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..core.errors import require
 from .prose import PROSE_FILE, PROSE_PACKAGE
+from .spread import Spread, range_text, ratio_text
 from .report import (
     REQUEST_HEADING,
     SOAK_HEADING,
@@ -35,6 +36,10 @@ class BenchResult:
                   "vocabulary 65,001), built by `edge-translator test-model full`.")
     batch1_tok_s: dict = field(default_factory=dict)
     batched_tok_s: dict = field(default_factory=dict)
+    batch1_spread: dict = field(default_factory=dict)
+    """Per engine, ``[lowest, median, highest]`` tokens/s of its batch-1 rounds (:mod:`.spread`)."""
+    batched_spread: dict = field(default_factory=dict)
+    """Per engine and batch size, the same of its batched rounds."""
     latency_ms: dict = field(default_factory=dict)
     cold_start_s: dict = field(default_factory=dict)
     peak_rss_mb: dict = field(default_factory=dict)
@@ -74,6 +79,13 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}×" if a and b else "n/a"
 
 
+def _compared(spreads: dict, name: str, peer: str, a: float | None, b: float | None) -> str:
+    """``name`` over ``peer``: by their rounds' ranges where the run kept them (:mod:`.spread`),
+    else the ratio of the medians (reports from before the ranges were kept)."""
+    mine, theirs = Spread.from_list(spreads.get(name)), Spread.from_list(spreads.get(peer))
+    return ratio_text(mine, theirs) if mine and theirs and name != peer else _ratio(a, b)
+
+
 def render_markdown(result: BenchResult, plot_name: str) -> str:
     """The ``docs/benchmarks.md`` report of one run."""
     m, o, b1 = result.machine, result.options, result.batch1_tok_s
@@ -85,7 +97,10 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "",
         "Every figure before *Engine under load* was measured in one run of the command below;",
         "rerun it to replace them. That section names the run it comes from. Engines alternate",
-        "round by round; figures are medians.",
+        f"round by round ({o.get('rounds', '?')} rounds at batch 1, {max(3, o.get('rounds', 0) // 2)} at each batch "
+        "size); figures are medians. A ratio between two engines is given only where their",
+        "rounds' ranges (lowest to highest) do not cross; where they cross, the table says so",
+        "beside the ratio of the medians.",
         "",
         "```",
         result.command,
@@ -119,23 +134,26 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "each setting*), `ct2-int8-default` at its own default.",
         *_vmap_note(result.ct2_sweep),
         "",
-        "| engine | tokens/s | vs ct2-int8 | size MB | weights read per step MB | read GB/s | ceiling tokens/s "
-        "| of ceiling |",
-        "|---|---|---|---|---|---|---|---|",
+        "| engine | tokens/s | rounds, lowest–highest | vs ct2-int8 | size MB | weights read per step MB | read GB/s "
+        "| ceiling tokens/s | of ceiling |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     sweep = (result.ct2_sweep or {}).get("batch1") or {}
     vmap = (result.ct2_sweep or {}).get("vmap") or {}
     labels = {"ct2-int8": f"ct2-int8 ({max(sweep, key=sweep.get)})" if sweep else "ct2-int8",
               "ct2-int8-default": f"ct2-int8-default ({result.ct2_sweep.get('default')})" if sweep else "",
               CT2_VMAP: f"{CT2_VMAP} ({vmap.get('batch1')})" if vmap else ""}
+    spreads = result.batch1_spread or {}
     for name, rate in b1.items():
         bw = per_bundle.get(name, {})
-        lines.append(f"| {labels.get(name) or name} | {rate} | {_ratio(rate, ct2)} | {result.sizes_mb.get(name, '')} | "
+        lines.append(f"| {labels.get(name) or name} | {rate} | {range_text(Spread.from_list(spreads.get(name)))} | "
+                     f"{_compared(spreads, name, 'ct2-int8', rate, ct2)} | {result.sizes_mb.get(name, '')} | "
                      f"{bw.get('bytes_per_step_mb', '')} | {bw.get('read_gb_s', '')} | {bw.get('ceiling_tok_s', '')} | "
                      f"{_pct(rate, bw.get('ceiling_tok_s')) if bw else ''} |")
     if CT2_VMAP in b1:
         lines += ["", "vs CTranslate2 with its vmap: " + ", ".join(
-            f"{name} {_ratio(rate, b1[CT2_VMAP])}" for name, rate in b1.items() if not name.startswith("ct2-int8"))
+            f"{name} {_compared(spreads, name, CT2_VMAP, rate, b1[CT2_VMAP])}" for name, rate in b1.items()
+            if not name.startswith("ct2-int8"))
             + "."]
     curves = result.batched_tok_s
     ours = [name for name in curves if not name.startswith("ct2-int8")]
@@ -150,15 +168,20 @@ def render_markdown(result: BenchResult, plot_name: str) -> str:
         "| batch size | " + " | ".join(curves) + " |",
         "|---" * (len(curves) + 1) + "|",
     ]
+    at = result.batched_spread or {}
+
+    def versus(name: str, peer: str, size: str) -> str:
+        return _compared({k: v.get(size) for k, v in at.items()}, name, peer, curves[name].get(size),
+                         curves.get(peer, {}).get(size))
+
     for size in (str(s) for s in o["batch_sizes"]):
-        base = curves.get("ct2-int8", {}).get(size)
-        row = [f"{curves[name].get(size, '')}" + (f" ({_ratio(curves[name].get(size), base)})" if name in ours else "")
+        row = [f"{curves[name].get(size, '')}" + (f" ({versus(name, 'ct2-int8', size)})" if name in ours else "")
                for name in curves]
         lines.append(f"| {size} | " + " | ".join(row) + " |")
     if CT2_VMAP in curves:
         sizes = [str(s) for s in o["batch_sizes"]]
         lines += ["", f"vs CTranslate2 with its vmap, at batch size {' / '.join(sizes)}: " + ", ".join(
-            f"{name} " + " / ".join(_ratio(curves[name].get(size), curves[CT2_VMAP].get(size)) for size in sizes)
+            f"{name} " + " / ".join(versus(name, CT2_VMAP, size) for size in sizes)
             for name in ours) + "."]
     best = {name: max(curve.values(), default=None) for name, curve in curves.items()}
     lines += [

@@ -27,8 +27,8 @@ def add_parsers(sub) -> None:
                     "(default: the opus-mt-en-zh configuration shipped with the toolchain)")
     be.add_argument("--out", default="docs", help="directory for benchmarks.md, .json and the plot")
     be.add_argument("--threads", type=int, default=2)
-    be.add_argument("--rounds", type=int, default=5,
-                    help="alternating rounds (batched runs use half, the load benchmark at most 3)")
+    be.add_argument("--rounds", type=int, default=7,
+                    help="alternating rounds (batched runs use half, at least 3; the load benchmark at most 3)")
     be.add_argument("--batch-sizes", default="1,4,16,32,64", help="batch sizes of the throughput curve")
     be.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                     help=f"block size of the q8 and q4 bundles (default {DEFAULT_BLOCK_SIZE})")
@@ -66,7 +66,8 @@ def add_parsers(sub) -> None:
                     help="length of each measure of the alternating rounds (default 20)")
     lt.add_argument("--lt-tune-seconds", type=float, default=8.0,
                     help="length of each measure of the sweep that picks its best setting (default 8)")
-    lt.add_argument("--lt-rounds", type=int, default=2, help="alternating rounds; medians reported (default 2)")
+    lt.add_argument("--lt-rounds", type=int, default=3,
+                    help="alternating rounds; medians reported, ratios where the ranges do not cross (default 3)")
     lt.add_argument("--lt-checkpoint", metavar="DIR", help="MarianMT checkpoint of the served bundle's model (the "
                     "full shape's from `edge-translator test-model full`; default: unbundle the bundle)")
     lt.add_argument("--lt-length", choices=("cap", "exact", "own"), default="cap",

@@ -105,8 +105,9 @@ class LibreTranslateOptions:
     """Length of each measure of the sweep that picks the best setting."""
     seconds: float = 20.0
     """Length of each measure of the alternating rounds (sequential and concurrent alike)."""
-    rounds: int = 2
-    """Alternating rounds (ours, then each LibreTranslate setting); medians are reported."""
+    rounds: int = 3
+    """Alternating rounds (ours, then each LibreTranslate setting); medians are reported, and
+    a ratio as such only where the rounds' ranges do not cross."""
     checkpoint: Path | None = None
     """A MarianMT checkpoint of the served bundle's model (the full shape's, from
     ``edge-translator test-model full``); ``None`` unbundles the bundle."""

@@ -234,7 +234,8 @@ def render_libretranslate(run: dict) -> list[str]:
         f"per measure over LibreTranslate's settings picked its best for each measure; then {o['rounds']} rounds "
         f"alternated the daemon ({_threads(o) if 'threads' in o else '?'}), LibreTranslate at its best and at its "
         "defaults. Figures are medians of the rounds "
-        "(requests/s); ratios are ours over theirs.",
+        "(requests/s); ratios are ours over theirs, given as such only where every round of one "
+        "server was faster than every round of the other (else: ranges cross).",
         "",
         "| measure | ours | LibreTranslate at its best | its defaults | ours / its best | ours / its defaults |",
         "|---|---|---|---|---|---|",
@@ -242,8 +243,8 @@ def render_libretranslate(run: dict) -> list[str]:
     for label, key, which in (("sequential (1 client)", "seq_req_s", "sequential"),
                               (f"{o['clients']} clients", "con_req_s", "concurrent")):
         lines.append(f"| {label} | {ours[key]} | {med[best[which]][key]} (`{best[which]}`) | "
-                     f"{med['defaults'][key]} | {_times(lt['ratios'][which]['best'])} | "
-                     f"{_times(lt['ratios'][which]['defaults'])} |")
+                     f"{med['defaults'][key]} | {_told(lt['ratios'][which], 'best')} | "
+                     f"{_told(lt['ratios'][which], 'defaults')} |")
     lines += ["", "The sweep (`defaults`: no `ARGOS_INTER_THREADS`/`ARGOS_INTRA_THREADS`; `IxJ`: "
               "`ARGOS_INTER_THREADS=I ARGOS_INTRA_THREADS=J`):", "",
               f"| setting | sequential req/s | {o['clients']} clients req/s | errors |", "|---|---|---|---|",
@@ -269,6 +270,14 @@ def render_libretranslate(run: dict) -> list[str]:
         "",
     ]
     return lines
+
+
+def _told(ratios: dict, which: str) -> str:
+    """A ratio of :func:`render_libretranslate`'s table, or that the rounds' ranges cross (runs
+    from before the ranges were compared give the ratio alone)."""
+    if ratios.get(f"{which}_apart", True) or ratios.get(which) is None:
+        return _times(ratios.get(which))
+    return f"ranges cross ({_times(ratios[which])} of the medians)"
 
 
 def _rounds(values: list) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from .daemonproc import RSSSampler, ServeProcess, percentile, rss_mb
 from .machine import machine_info
 from .report import RSS_SAMPLE_S, ratio
+from .spread import Spread, apart
 
 if TYPE_CHECKING:
     from .libretranslate import LibreTranslateOptions
@@ -219,6 +220,11 @@ def _median_row(rows: list[dict]) -> dict:
             "rss_end_mb": [r.get("rss_end_mb") for r in rows], "exit_codes": [r["exit_code"] for r in rows]}
 
 
+def _apart(mine: dict, theirs: dict, key: str) -> bool:
+    """Whether every round of one server is above every round of the other (:mod:`.spread`)."""
+    return apart(Spread.of(mine[key]), Spread.of(theirs[key]))
+
+
 def _normalized(text: str | None) -> str | None:
     """A translation without whitespace and final punctuation (LibreTranslate rewrites a
     final 。 to the source's final mark)."""
@@ -304,9 +310,13 @@ def run_side_by_side(model: Path, texts: list[str], opts: ServeBenchOptions, lt:
                          "errors": _errors(row)} for name, row in sweep.items()},
         "best": {m: s.name for m, s in best.items()}, "medians": medians,
         "ratios": {"sequential": {"best": ratio(mine["seq_req_s"], seq_best["seq_req_s"]),
-                                  "defaults": ratio(mine["seq_req_s"], default["seq_req_s"])},
+                                  "defaults": ratio(mine["seq_req_s"], default["seq_req_s"]),
+                                  "best_apart": _apart(mine, seq_best, "seq_req_s_all"),
+                                  "defaults_apart": _apart(mine, default, "seq_req_s_all")},
                    "concurrent": {"best": ratio(mine["con_req_s"], con_best["con_req_s"]),
-                                  "defaults": ratio(mine["con_req_s"], default["con_req_s"])}},
+                                  "defaults": ratio(mine["con_req_s"], default["con_req_s"]),
+                                  "best_apart": _apart(mine, con_best, "con_req_s_all"),
+                                  "defaults_apart": _apart(mine, default, "con_req_s_all")}},
         "errors": sum(m["errors"] for m in medians.values()),
         "agreement": agreement(rounds["ours"][0]["sample"], rounds[best["concurrent"].name][0]["sample"]),
     }
