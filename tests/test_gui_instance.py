@@ -47,10 +47,10 @@ def runtime(tmp_path):
 class Gui:
     """``edge-translator gui ARGS`` started in the test's display and runtime folder."""
 
-    def __init__(self, x, runtime, *args: str):
+    def __init__(self, x, runtime, *args: str, env: dict | None = None):
         home = runtime.parent  # the test's own: a fresh home, never the run's (its memory, its settings)
         self.env = dict(x.env, XDG_RUNTIME_DIR=str(runtime), XDG_DATA_HOME=str(home / "data"),
-                        XDG_CONFIG_HOME=str(home / "config"), XDG_CACHE_HOME=str(home / "cache"))
+                        XDG_CONFIG_HOME=str(home / "config"), XDG_CACHE_HOME=str(home / "cache"), **(env or {}))
         self.started = time.monotonic()
         self.process = subprocess.Popen([sys.executable, "-m", "edge_translator.cli", "gui", *args], cwd=ROOT,
                                         env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -98,6 +98,22 @@ def test_clipboard_copy_hands_over_within_5_s_and_the_translation_is_on_the_clip
     text = _translated(x, COPIED)
     assert CJK.search(text) and "train" not in text, text
     assert window.process.poll() is None, "the window is still the one running"
+
+
+def test_a_hand_over_imports_nothing_of_qt(x, runtime, window, tmp_path):
+    # A PySide6 that cannot be imported stands before the real one: the hand-over to a running
+    # window must not need it (a shortcut bound to `gui --selection` answers without loading Qt).
+    shim = tmp_path / "no-qt" / "PySide6"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('Qt was imported')\n")
+    no_qt = {"PYTHONPATH": str(shim.parent)}
+    x.set_clipboard(COPIED)
+    code, seconds, err = Gui(x, runtime, "--clipboard", "--copy", env=no_qt).wait()
+    assert (code, err.strip()) == (0, ""), err
+    assert CJK.search(_translated(x, COPIED))
+    # the shim does stop what needs Qt: a self-test is a window of its own, never a hand-over
+    code, _, err = Gui(x, runtime, "--self-test", env=no_qt).wait()
+    assert code != 0 and "PySide6" in err and "Traceback" not in err, err
 
 
 def test_selection_translates_the_primary_selection(x, runtime, window):

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"edge-translator-gui: {exc}", file=sys.stderr, flush=True)
             return 2
     self_test = chosen.self_test is not None
-    request = Request("clipboard" if chosen.clipboard else "selection" if chosen.selection else "show", chosen.copy)
+    request = Request.asked(chosen.clipboard, chosen.selection, chosen.copy)
     where = instance.channel()
     lock = None
     if not self_test:  # a self-test is a window of its own, beside a running one

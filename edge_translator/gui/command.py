@@ -41,9 +41,15 @@ def add_parsers(sub) -> None:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
-    """Open the desktop app."""
+    """Open the desktop app, or hand the request to the window that runs."""
     from ..core.errors import require
 
+    if args.self_test is None and not args.global_shortcut:  # a bad --global-shortcut is refused by the app
+        from . import instance
+
+        request = instance.Request.asked(args.clipboard, args.selection, args.copy)
+        if instance.hand_over_now(instance.channel(), request):
+            return 0
     require("PySide6", "gui")
     from .app import main as gui_main
 

@@ -48,6 +48,11 @@ class Request:
     copy: bool = False
     """Put the translation on the clipboard when it is done (``--copy``)."""
 
+    @classmethod
+    def asked(cls, clipboard: bool, selection: bool, copy: bool) -> Request:
+        """The request of ``gui``'s flags: ``--clipboard``, ``--selection``, ``--copy``."""
+        return cls("clipboard" if clipboard else "selection" if selection else "show", copy)
+
     def to_line(self, token: str = "") -> bytes:
         return json.dumps({"source": self.source, "copy": self.copy, "token": token}).encode() + b"\n"
 
@@ -118,6 +123,19 @@ def hand_over(where: Channel, request: Request, wait: float = 5.0) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+
+
+def hand_over_now(where: Channel, request: Request, wait: float = 2.0) -> bool:
+    """One try at handing ``request`` to a window that is listening now, before anything of
+    Qt is imported: the common case of a shortcut bound to ``gui --selection``. ``False``
+    when no window listens, or it does not answer ``ok`` within ``wait`` seconds: the caller
+    then takes the lock's path (:func:`claim`, :func:`hand_over`), which starts a window or
+    says which one does not answer."""
+    try:
+        return _send(where, request, wait) == b"ok"
+    except (OSError, ValueError) as exc:
+        logger.debug("hand-over before Qt: %s", exc)
+        return False
 
 
 def _send(where: Channel, request: Request, timeout: float) -> bytes:
