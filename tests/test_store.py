@@ -228,6 +228,53 @@ def test_a_stopped_add_leaves_nothing_and_a_killed_ones_leftovers_are_cleaned(mo
     assert _left(models) == ["tiny"]
 
 
+#: ``models add --force`` that dies (as in a power cut: no handler runs) at the rename that
+#: puts the new model in place, after the old one was moved aside.
+CUT_BETWEEN_RENAMES = """
+import os, sys
+from edge_translator.store import install
+real, calls = os.replace, []
+def replace(src, dst):
+    calls.append((src, dst))
+    if len(calls) == 2:
+        os._exit(9)
+    real(src, dst)
+os.replace = replace
+install.add(sys.argv[1], install.AddOptions(force=True))
+"""
+
+
+@pytest.mark.parametrize("then", ["models list", "another add"])
+def test_a_replacement_cut_between_its_renames_puts_the_old_model_back(models, packed, tmp_path, then):
+    import subprocess
+    import sys
+
+    installed = install.add(str(packed))
+    before = {p.name: p.read_bytes() for p in installed.iterdir()}
+    cut = subprocess.run([sys.executable, "-c", CUT_BETWEEN_RENAMES, str(packed)], capture_output=True,
+                         env={**os.environ, ENV_MODELS_DIR: str(models)})
+    assert cut.returncode == 9, cut.stderr.decode()
+    assert not installed.exists() and any(p.name.startswith(".adding-") for p in models.iterdir())
+    if then == "models list":
+        result = run_cli("models", "list", env={ENV_MODELS_DIR: str(models)})
+        assert result.returncode == 0 and b"tiny" in result.stdout, result.stderr
+    else:
+        install.add(str(packed), install.AddOptions(name="other"))
+    assert {p.name: p.read_bytes() for p in installed.iterdir()} == before
+    assert _left(models) == sorted({"tiny"} | ({"other"} if then == "another add" else set()))
+
+
+def test_a_replacement_cut_after_its_renames_keeps_the_new_model(models, packed, tiny_int8, tmp_path):
+    install.add(str(packed))
+    dead = models / ".adding-999999999-x"  # the staging folder of an add whose process died
+    (dead / "replaced-tiny").mkdir(parents=True)
+    (dead / "replaced-tiny" / "bundle.json").write_text("{}")  # the old model, moved aside
+    (dead / "replaced-.hidden").mkdir()  # not a model's name: never moved out
+    install.add(str(packed), install.AddOptions(name="other"))
+    assert _left(models) == ["other", "tiny"]
+    assert (models / "tiny" / "bundle.json").read_bytes() == (tiny_int8 / "bundle.json").read_bytes()
+
+
 def test_remove_and_default_refuse_what_is_not_there(models):
     with pytest.raises(InputError, match="embedded"):
         install.remove("tatoeba-en-zh-small")

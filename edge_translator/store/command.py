@@ -85,9 +85,11 @@ def _score(entry) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     """Print every model, the default first marked."""
     from ..core.errors import EdgeTranslatorError
-    from ..core.locations import resolve_model
+    from ..core.locations import resolve_model, user_models_dir
     from .catalog import find_bundles
+    from .install import clean_leftovers
 
+    clean_leftovers(user_models_dir())  # a model whose replacement was cut short is listed again
     entries = find_bundles()
     try:
         current = resolve_model(None).resolve()

@@ -35,6 +35,8 @@ Progress = Callable[[str, float, float | None], None]
 
 #: Prefixes of the folders an unfinished add or remove leaves (cleaned by the next one).
 STAGING, REMOVING = ".adding-", ".removing-"
+#: In a staging folder, the model that a replacement moved aside, before its name.
+REPLACED = "replaced-"
 
 #: What to do when the models folder's disk is full.
 FULL_ADVICE = ("free some space and run the same command again: nothing was installed, and a model already "
@@ -155,7 +157,11 @@ def _alive(pid: int) -> bool:
 
 
 def clean_leftovers(folder: Path) -> None:
-    """Remove what adds and removes stopped midway left in ``folder`` (their process is gone)."""
+    """Remove what adds and removes stopped midway left in ``folder`` (their process is gone).
+
+    A replacement stopped between its two renames (a power cut, a kill) left the old model
+    in its staging folder and none under the name: that model is put back first.
+    """
     try:
         entries = list(folder.iterdir())
     except OSError:
@@ -166,8 +172,25 @@ def clean_leftovers(folder: Path) -> None:
         pid = entry.name.split("-")[1] if entry.name.count("-") >= 2 else ""
         if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
             continue
+        if entry.name.startswith(STAGING):
+            _restore_replaced(entry, folder)
         logger.info("removing %s, left by a stopped add or remove", entry)
         shutil.rmtree(entry, ignore_errors=True)
+
+
+def _restore_replaced(staging: Path, folder: Path) -> None:
+    """Put back a model that a stopped replacement had moved aside, where nothing took its name."""
+    for moved in staging.glob(REPLACED + "*"):
+        name = moved.name[len(REPLACED):]
+        if not valid_name(name) or (folder / name).exists():
+            continue
+        try:
+            os.replace(moved, folder / name)
+            durable.fsync_dir(folder)
+        except OSError as exc:
+            logger.warning("could not put back %s, which a stopped replacement moved aside: %s", name, exc)
+            continue
+        logger.warning("put back the model %s: a replacement of it stopped midway", name)
 
 
 def _copy_bundle(source: Path, dest: Path, progress: Progress | None) -> None:
@@ -272,8 +295,8 @@ def _install(bundle: Path, final: Path, staging: Path) -> None:
     the bundle's files and folders are fsynced before, the models folder after."""
     durable.fsync_tree(bundle)
     old = None
-    if final.exists():
-        old = staging / "replaced"
+    if final.exists():  # named in the staging folder, so that a stop before the next rename can put it back
+        old = staging / (REPLACED + final.name)
         os.replace(final, old)
     try:
         os.replace(bundle, final)
