@@ -194,6 +194,68 @@ def test_train_model_scores_both_dev_splits_on_a_schedule_and_keeps_the_best(tmp
     assert train_model(tmp_path, opts, hf, files) == hf  # done: nothing to do again
 
 
+def test_bf16_steps_learn_as_float32_steps_do(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("sacrebleu")
+    from edge_translator.toolchain.sweep import parse_shape
+    from edge_translator.toolchain.train import TrainOptions, train_model, train_tokenizers
+
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        work = tmp_path / precision
+        files = _tiny_data(work)
+        opts = parse_shape("tiny:w32,e1,d1,h2,ffn64,sv40,tv60", TrainOptions(
+            time_budget_minutes=30, eval_minutes=None, warmup=5, batch_tokens=400, threads=1, max_epochs=6,
+            lr=3e-3, precision=precision))[1]  # six epochs of the same batches, the budget never reached
+        hf = train_tokenizers(work, opts, files["train"])
+        train_model(work, opts, hf, files)
+        history = json.loads((work / "ckpt" / "done.json").read_text(encoding="utf-8"))["history"]
+        losses[precision] = [h["train_loss"] for h in history]
+        assert json.loads((work / "train_options.json").read_text())["precision"] == precision
+    fp32, bf16 = losses["fp32"], losses["bf16"]
+    assert len(fp32) == len(bf16) == 6 and fp32 != bf16  # bf16 does round differently
+    assert bf16[-1] < 0.8 * bf16[0] and fp32[-1] < 0.8 * fp32[0]
+    assert abs(bf16[-1] - fp32[-1]) < 0.1 * fp32[-1], losses
+
+
+def test_stepspeed_times_each_precision_on_the_same_steps(capsys):
+    pytest.importorskip("torch")
+    from edge_translator.toolchain import stepspeed
+
+    times = stepspeed.step_seconds(TINY, threads=1, steps=2, sentences=4, vocab=60)
+    assert set(times) == {"fp32", "bf16"} and all(len(v) == 2 and min(v) > 0 for v in times.values())
+    assert stepspeed.main(["--shape", TINY, "--steps", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["fp32", "bf16"] and all("s a step" in line for line in out)
+    assert stepspeed.main(["--steps", "0"]) == 2
+
+
+def test_a_precision_other_than_fp32_or_bf16_is_refused():
+    from edge_translator.toolchain.train import TrainOptions
+
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16"):
+        TrainOptions(precision="fp16")
+    result = run_cli("train-demo", "out", "--precision", "fp16")
+    assert result.returncode == 2 and b"invalid choice: 'fp16'" in result.stderr
+
+
+def test_a_shape_started_before_an_option_existed_goes_on(tmp_path):
+    from edge_translator.toolchain.sweep import _prepare_run, parse_shape
+    from edge_translator.toolchain.train import TrainOptions
+
+    files = _tiny_data(tmp_path)
+    opts = parse_shape("one:" + TINY, TrainOptions(time_budget_minutes=1))[1]
+    run = _prepare_run(tmp_path, "one", opts, files)
+    spec = json.loads((run / "run.json").read_text())
+    del spec["options"]["precision"]  # as a shape started before --precision wrote it
+    (run / "run.json").write_text(json.dumps(spec))
+    assert _prepare_run(tmp_path, "one", opts, files) == run
+    from dataclasses import replace
+
+    with pytest.raises(Exception, match=r"other options \(precision\)"):
+        _prepare_run(tmp_path, "one", replace(opts, precision="bf16"), files)
+
+
 def test_train_sweep_trains_exports_scores_and_times_each_shape(tmp_path, tiny_int8):
     pytest.importorskip("torch")
     pytest.importorskip("sacrebleu")

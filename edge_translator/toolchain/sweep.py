@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ..core.errors import ExportError, InputError
@@ -282,6 +282,8 @@ def _prepare_run(work: Path, name: str, opts: TrainOptions, files: dict[str, Pat
     path = run_dir / "run.json"
     if path.is_file():
         before = json.loads(path.read_text(encoding="utf-8"))
+        # an option added since the shape was started counts as its default then
+        before["options"] = {**{f.name: f.default for f in fields(TrainOptions)}, **before["options"]}
         if before["options"] != spec["options"]:
             changed = sorted(k for k in spec["options"] if before["options"].get(k) != spec["options"][k])
             longer = changed == ["time_budget_minutes"] and \
@@ -474,7 +476,8 @@ def render(summary: dict) -> list[str]:
         stutter = "/".join(str(dev.get(split, {}).get("stutters", "–")) for split in ("tatoeba", "software"))
         curve = ", ".join(f"{h['minutes']:g}: {h.get('dev_bleu', '')}/{h.get('software_bleu', '–')}"
                           for h in r.get("history", []))
-        lines.append(f"| {name} | {r.get('spec', '')} | {r['parameters'] / 1e6:.2f} | {r['bundle_mb']} | "
+        spec = r.get("spec", "") + (" (bf16)" if r.get("options", {}).get("precision") == "bf16" else "")
+        lines.append(f"| {name} | {spec} | {r['parameters'] / 1e6:.2f} | {r['bundle_mb']} | "
                      f"{r.get('minutes', '')} | {r.get('steps', '')} | {r.get('epochs', '')} | "
                      f"{'' if tat is None else tat} | {'' if soft is None else soft} | {mean} | {stutter} | "
                      f"{speed.get('ms_per_token', '')} | {speed.get('sent_s', '')} | {curve} |")
