@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .spread import told
+
 
 def _threads(options: dict) -> str:
     """"2 ONNX Runtime threads", or "2 workers of 1 ONNX Runtime thread" (``serve --workers``)."""
@@ -275,9 +277,9 @@ def render_libretranslate(run: dict) -> list[str]:
 def _told(ratios: dict, which: str) -> str:
     """A ratio of :func:`render_libretranslate`'s table, or that the rounds' ranges cross (runs
     from before the ranges were compared give the ratio alone)."""
-    if ratios.get(f"{which}_apart", True) or ratios.get(which) is None:
-        return _times(ratios.get(which))
-    return f"ranges cross ({_times(ratios[which])} of the medians)"
+    if ratios.get(which) is None:
+        return _times(None)
+    return told(ratios[which], ratios.get(f"{which}_apart", True))
 
 
 def _rounds(values: list) -> str:

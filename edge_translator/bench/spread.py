@@ -53,8 +53,13 @@ def ratio_text(a: Spread | None, b: Spread | None) -> str:
     (1.02× of the medians)`` where they are not, ``n/a`` where either is missing or zero."""
     if a is None or b is None or not a.median or not b.median:
         return "n/a"
-    ratio = a.median / b.median
-    return f"{ratio:.2f}×" if apart(a, b) else f"ranges cross ({ratio:.2f}× of the medians)"
+    return told(a.median / b.median, apart(a, b))
+
+
+def told(ratio: float, ranges_apart: bool) -> str:
+    """A ratio of medians as a report gives it: ``1.23×``, or ``ranges cross (1.02× of the
+    medians)`` where the rounds' ranges cross."""
+    return f"{ratio:.2f}×" if ranges_apart else f"ranges cross ({ratio:.2f}× of the medians)"
 
 
 def range_text(s: Spread | None) -> str:
